@@ -1,0 +1,411 @@
+//! One RoCEv2 transport packet: the UDP payload from the BTH to the ICRC.
+//!
+//! Layout: BTH (12) | extension headers (per opcode) | payload | pad (BTH PadCnt,
+//! zeros) | ICRC (4, least significant byte first).
+
+use super::*;
+
+/// The BTH followed by extension headers, payload, pad and ICRC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RocePacket<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> RocePacket<T> {
+    pub const fn new_unchecked(buffer: T) -> Self {
+        RocePacket { buffer }
+    }
+
+    /// Wraps a buffer after checking that the lengths its opcode implies fit:
+    /// after this, no accessor panics.
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let p = Self::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// `Truncated` when the headers or ICRC do not fit; `Malformed` when the
+    /// pad count exceeds the data, data follows an opcode that carries none, or
+    /// data plus pad is not a multiple of 4 bytes.
+    pub fn check_len(&self) -> Result<()> {
+        let len = self.buffer.as_ref().len();
+        if len < Bth::<&[u8]>::LEN + ICRC_LEN {
+            return Err(Error::Truncated);
+        }
+        let data = len - ICRC_LEN;
+        if data < self.header_len() {
+            return Err(Error::Truncated);
+        }
+        let body = data - self.header_len();
+        let op = self.bth().opcode();
+        if op.info().is_none() {
+            return Ok(());
+        }
+        if !op.has_payload() {
+            return if body == 0 { Ok(()) } else { Err(Error::Malformed) };
+        }
+        if usize::from(self.bth().pad_count()) > body || body % 4 != 0 {
+            return Err(Error::Malformed);
+        }
+        Ok(())
+    }
+
+    pub fn bth(&self) -> Bth<&[u8]> {
+        Bth::new_unchecked(&self.buffer.as_ref()[..Bth::<&[u8]>::LEN])
+    }
+
+    /// The extension headers the opcode calls for (none for an unknown opcode).
+    pub fn ext_headers(&self) -> ExtHeaders {
+        self.bth().opcode().headers().unwrap_or(ExtHeaders::NONE)
+    }
+
+    /// BTH plus extension headers.
+    pub fn header_len(&self) -> usize {
+        Bth::<&[u8]>::LEN + self.ext_headers().len()
+    }
+
+    /// The bytes of one extension header, if the opcode has it.
+    pub fn ext(&self, which: ExtHeaders) -> Option<&[u8]> {
+        let hdrs = self.ext_headers();
+        if !hdrs.contains(which) {
+            return None;
+        }
+        let mut off = Bth::<&[u8]>::LEN;
+        for (h, l) in ExtHeaders::ORDER {
+            if h == which {
+                return Some(&self.buffer.as_ref()[off..off + l]);
+            }
+            if hdrs.contains(h) {
+                off += l;
+            }
+        }
+        None
+    }
+
+    /// Pad bytes in use: the BTH's count for opcodes with data, else 0.
+    fn pad_len(&self) -> usize {
+        let op = self.bth().opcode();
+        if op.info().is_some() && op.has_payload() {
+            usize::from(self.bth().pad_count())
+        } else {
+            0
+        }
+    }
+
+    /// The data after the headers, without pad and ICRC. For an unknown opcode,
+    /// everything between the BTH and the ICRC.
+    pub fn payload(&self) -> &[u8] {
+        let b = self.buffer.as_ref();
+        &b[self.header_len()..b.len() - ICRC_LEN - self.pad_len()]
+    }
+
+    /// The pad bytes (zeros when well formed).
+    pub fn pad(&self) -> &[u8] {
+        let b = self.buffer.as_ref();
+        &b[b.len() - ICRC_LEN - self.pad_len()..b.len() - ICRC_LEN]
+    }
+
+    /// The ICRC as the number it is (its bytes are on the wire LSB first).
+    pub fn icrc(&self) -> u32 {
+        let b = self.buffer.as_ref();
+        let t = &b[b.len() - ICRC_LEN..];
+        u32::from_le_bytes([t[0], t[1], t[2], t[3]])
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> RocePacket<T> {
+    /// Writes the ICRC trailer.
+    pub fn set_icrc(&mut self, icrc: u32) {
+        let b = self.buffer.as_mut();
+        let n = b.len();
+        b[n - ICRC_LEN..].copy_from_slice(&icrc.to_le_bytes());
+    }
+}
+
+/// The headers of a RoCEv2 packet: the BTH and every extension header present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RoceRepr {
+    pub bth: BthRepr,
+    pub deth: Option<DethRepr>,
+    pub feth: Option<FethRepr>,
+    pub reth: Option<RethRepr>,
+    pub atomic_eth: Option<AtomicEthRepr>,
+    pub immdt: Option<ImmDtRepr>,
+    pub ieth: Option<IethRepr>,
+    pub aeth: Option<AethRepr>,
+    pub atomic_ack_eth: Option<AtomicAckEthRepr>,
+    pub cnp: Option<CnpRepr>,
+}
+
+/// The pad that brings `payload_len` to a multiple of 4.
+pub const fn pad_for(payload_len: usize) -> usize {
+    (4 - payload_len % 4) % 4
+}
+
+impl RoceRepr {
+    /// A packet with only a BTH; set the extension headers its opcode needs.
+    pub fn new(bth: BthRepr) -> RoceRepr {
+        RoceRepr {
+            bth,
+            deth: None,
+            feth: None,
+            reth: None,
+            atomic_eth: None,
+            immdt: None,
+            ieth: None,
+            aeth: None,
+            atomic_ack_eth: None,
+            cnp: None,
+        }
+    }
+
+    pub fn parse<T: AsRef<[u8]>>(p: &RocePacket<T>) -> Result<RoceRepr> {
+        p.check_len()?;
+        let mut r = RoceRepr::new(BthRepr::parse(&p.bth())?);
+        if let Some(b) = p.ext(ExtHeaders::DETH) {
+            r.deth = Some(DethRepr::parse(&Deth::new_unchecked(b))?);
+        }
+        if let Some(b) = p.ext(ExtHeaders::FETH) {
+            r.feth = Some(FethRepr::parse(&Feth::new_unchecked(b))?);
+        }
+        if let Some(b) = p.ext(ExtHeaders::RETH) {
+            r.reth = Some(RethRepr::parse(&Reth::new_unchecked(b))?);
+        }
+        if let Some(b) = p.ext(ExtHeaders::ATOMIC_ETH) {
+            r.atomic_eth = Some(AtomicEthRepr::parse(&AtomicEth::new_unchecked(b))?);
+        }
+        if let Some(b) = p.ext(ExtHeaders::IMMDT) {
+            r.immdt = Some(ImmDtRepr::parse(&ImmDt::new_unchecked(b))?);
+        }
+        if let Some(b) = p.ext(ExtHeaders::IETH) {
+            r.ieth = Some(IethRepr::parse(&Ieth::new_unchecked(b))?);
+        }
+        if let Some(b) = p.ext(ExtHeaders::AETH) {
+            r.aeth = Some(AethRepr::parse(&Aeth::new_unchecked(b))?);
+        }
+        if let Some(b) = p.ext(ExtHeaders::ATOMIC_ACK_ETH) {
+            r.atomic_ack_eth = Some(AtomicAckEthRepr::parse(&AtomicAckEth::new_unchecked(b))?);
+        }
+        if let Some(b) = p.ext(ExtHeaders::CNP) {
+            r.cnp = Some(CnpRepr::parse(b)?);
+        }
+        Ok(r)
+    }
+
+    /// The extension headers present in this repr.
+    pub fn ext_headers(&self) -> ExtHeaders {
+        let mut h = ExtHeaders::NONE;
+        let present = [
+            (self.deth.is_some(), ExtHeaders::DETH),
+            (self.feth.is_some(), ExtHeaders::FETH),
+            (self.reth.is_some(), ExtHeaders::RETH),
+            (self.atomic_eth.is_some(), ExtHeaders::ATOMIC_ETH),
+            (self.immdt.is_some(), ExtHeaders::IMMDT),
+            (self.ieth.is_some(), ExtHeaders::IETH),
+            (self.aeth.is_some(), ExtHeaders::AETH),
+            (self.atomic_ack_eth.is_some(), ExtHeaders::ATOMIC_ACK_ETH),
+            (self.cnp.is_some(), ExtHeaders::CNP),
+        ];
+        for (is, which) in present {
+            if is {
+                h = h.union(which);
+            }
+        }
+        h
+    }
+
+    /// BTH plus extension headers.
+    pub fn header_len(&self) -> usize {
+        Bth::<&[u8]>::LEN + self.ext_headers().len()
+    }
+
+    /// The pad the packet carries for `payload_len` bytes of data.
+    fn pad_len(&self, payload_len: usize) -> usize {
+        match self.bth.opcode.info() {
+            Some(i) if i.has_payload => pad_for(payload_len),
+            _ => 0,
+        }
+    }
+
+    /// The whole packet's length with `payload_len` bytes of data, ICRC included.
+    pub fn buffer_len(&self, payload_len: usize) -> usize {
+        self.header_len() + payload_len + self.pad_len(payload_len) + ICRC_LEN
+    }
+
+    /// Writes the headers, the pad count, zero pad and a zero ICRC into `buf`
+    /// (exactly `buffer_len(payload_len)` bytes) and returns where the data goes,
+    /// so a sender can copy it straight from memory. The ICRC is computed over
+    /// the IP packet afterwards ([`crate::icrc`]).
+    pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> core::ops::Range<usize> {
+        debug_assert_eq!(buf.len(), self.buffer_len(payload_len));
+        let mut bth = self.bth;
+        if self.bth.opcode.info().is_some() {
+            bth.pad_count = self.pad_len(payload_len) as u8;
+        }
+        bth.emit(&mut Bth::new_unchecked(&mut buf[..Bth::<&[u8]>::LEN]));
+        let mut off = Bth::<&[u8]>::LEN;
+        let mut take = |len: usize| {
+            let r = off..off + len;
+            off += len;
+            r
+        };
+        if let Some(h) = &self.deth {
+            h.emit(&mut Deth::new_unchecked(&mut buf[take(h.buffer_len())]));
+        }
+        if let Some(h) = &self.feth {
+            h.emit(&mut Feth::new_unchecked(&mut buf[take(h.buffer_len())]));
+        }
+        if let Some(h) = &self.reth {
+            h.emit(&mut Reth::new_unchecked(&mut buf[take(h.buffer_len())]));
+        }
+        if let Some(h) = &self.atomic_eth {
+            h.emit(&mut AtomicEth::new_unchecked(&mut buf[take(h.buffer_len())]));
+        }
+        if let Some(h) = &self.immdt {
+            h.emit(&mut ImmDt::new_unchecked(&mut buf[take(h.buffer_len())]));
+        }
+        if let Some(h) = &self.ieth {
+            h.emit(&mut Ieth::new_unchecked(&mut buf[take(h.buffer_len())]));
+        }
+        if let Some(h) = &self.aeth {
+            h.emit(&mut Aeth::new_unchecked(&mut buf[take(h.buffer_len())]));
+        }
+        if let Some(h) = &self.atomic_ack_eth {
+            h.emit(&mut AtomicAckEth::new_unchecked(&mut buf[take(h.buffer_len())]));
+        }
+        if let Some(h) = &self.cnp {
+            h.emit(&mut buf[take(h.buffer_len())]);
+        }
+        let data = off..off + payload_len;
+        buf[data.end..].fill(0);
+        data
+    }
+
+    /// Writes the whole packet with `payload`, ICRC left zero.
+    pub fn emit(&self, buf: &mut [u8], payload: &[u8]) {
+        let data = self.emit_headers(buf, payload.len());
+        buf[data].copy_from_slice(payload);
+    }
+}
+
+impl fmt::Display for RoceRepr {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.bth)?;
+        let parts: [Option<&dyn fmt::Display>; 9] = [
+            self.deth.as_ref().map(|h| h as _),
+            self.feth.as_ref().map(|h| h as _),
+            self.reth.as_ref().map(|h| h as _),
+            self.atomic_eth.as_ref().map(|h| h as _),
+            self.immdt.as_ref().map(|h| h as _),
+            self.ieth.as_ref().map(|h| h as _),
+            self.aeth.as_ref().map(|h| h as _),
+            self.atomic_ack_eth.as_ref().map(|h| h as _),
+            self.cnp.as_ref().map(|h| h as _),
+        ];
+        for p in parts.into_iter().flatten() {
+            write!(f, " {p}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::Psn;
+
+    fn sample(op: Opcode) -> RoceRepr {
+        let mut r = RoceRepr::new(BthRepr::new(op, 0x12, Psn::new(0xabcdef)));
+        let h = op.headers().unwrap();
+        let has = |x| h.contains(x);
+        if has(ExtHeaders::DETH) {
+            r.deth = Some(DethRepr { qkey: 0x1111_1111, src_qp: 0x34, reserved: 0 });
+        }
+        if has(ExtHeaders::FETH) {
+            r.feth = Some(FethRepr { selectivity: 1, placement: 1, reserved: 0 });
+        }
+        if has(ExtHeaders::RETH) {
+            r.reth = Some(RethRepr { va: 0x1000, rkey: 0x55, dma_len: 7 });
+        }
+        if has(ExtHeaders::ATOMIC_ETH) {
+            r.atomic_eth = Some(AtomicEthRepr { va: 0x2000, rkey: 0x66, swap_add: 3, compare: 4 });
+        }
+        if has(ExtHeaders::IMMDT) {
+            r.immdt = Some(ImmDtRepr { imm: 0x0102_0304 });
+        }
+        if has(ExtHeaders::IETH) {
+            r.ieth = Some(IethRepr { rkey: 0x77 });
+        }
+        if has(ExtHeaders::AETH) {
+            r.aeth = Some(AethRepr { syndrome: AethSyndrome::Ack { credits: 31 }, msn: 9 });
+        }
+        if has(ExtHeaders::ATOMIC_ACK_ETH) {
+            r.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: 42 });
+        }
+        if has(ExtHeaders::CNP) {
+            r.cnp = Some(CnpRepr { reserved: [0; 16] });
+        }
+        r
+    }
+
+    #[test]
+    fn every_opcode_round_trips() {
+        for &op in Opcode::ALL {
+            for len in [0usize, 1, 2, 3, 4, 5, 255] {
+                let payload: Vec<u8> = (0..len as u8).collect();
+                let payload = if op.has_payload() { &payload[..] } else { &[][..] };
+                let mut repr = sample(op);
+                repr.bth.pad_count = pad_for(payload.len()) as u8 * u8::from(op.has_payload());
+                let mut buf = vec![0xa5u8; repr.buffer_len(payload.len())];
+                repr.emit(&mut buf, payload);
+                let p = RocePacket::new_checked(&buf[..]).unwrap();
+                assert_eq!(RoceRepr::parse(&p).unwrap(), repr, "{op}");
+                assert_eq!(p.payload(), payload, "{op}");
+                let mut again = vec![0x5au8; buf.len()];
+                RoceRepr::parse(&p).unwrap().emit(&mut again, p.payload());
+                assert_eq!(again, buf, "{op}");
+            }
+        }
+    }
+
+    #[test]
+    fn short_and_inconsistent() {
+        let repr = sample(Opcode::RcWriteOnly);
+        let mut buf = vec![0u8; repr.buffer_len(5)];
+        repr.emit(&mut buf, &[1, 2, 3, 4, 5]);
+        // Shorter than BTH + RETH + ICRC: truncated. Longer: a shorter write,
+        // valid or not, but never a panic.
+        for n in 0..buf.len() {
+            let r = RocePacket::new_checked(&buf[..n]);
+            if n < 12 + 16 + 4 {
+                assert_eq!(r.unwrap_err(), Error::Truncated, "length {n}");
+            } else if let Ok(p) = r {
+                let _ = (p.payload(), p.pad(), p.icrc());
+            }
+        }
+        // A pad count larger than the data.
+        let mut bad = vec![0u8; 12 + 16 + 4];
+        repr.emit_headers(&mut bad, 0);
+        bad[1] |= 0x30;
+        assert_eq!(RocePacket::new_checked(&bad[..]).unwrap_err(), Error::Malformed);
+        // Data after an ACK.
+        let ack = sample(Opcode::RcAck);
+        let mut buf = vec![0u8; ack.buffer_len(0) + 4];
+        ack.emit_headers(&mut buf[..ack.buffer_len(0)], 0);
+        assert_eq!(RocePacket::new_checked(&buf[..]).unwrap_err(), Error::Malformed);
+    }
+
+    #[test]
+    fn unknown_opcode_is_opaque() {
+        let mut buf = [0u8; 24];
+        buf[0] = 0x15;
+        let p = RocePacket::new_checked(&buf[..]).unwrap();
+        assert_eq!(p.payload().len(), 8);
+        let r = RoceRepr::parse(&p).unwrap();
+        assert_eq!(r.bth.opcode, Opcode::Unknown(0x15));
+    }
+}
