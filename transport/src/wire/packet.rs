@@ -44,7 +44,7 @@ impl<T: AsRef<[u8]>> RocePacket<T> {
         if !op.has_payload() {
             return if body == 0 { Ok(()) } else { Err(Error::Malformed) };
         }
-        if usize::from(self.bth().pad_count()) > body || body % 4 != 0 {
+        if usize::from(self.bth().pad_count()) > body || !body.is_multiple_of(4) {
             return Err(Error::Malformed);
         }
         Ok(())
