@@ -292,9 +292,9 @@ impl RoceRepr {
     }
 }
 
-impl fmt::Display for RoceRepr {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "{}", self.bth)?;
+impl RoceRepr {
+    /// The extension headers present, in wire order, as displayable values.
+    pub fn ext_displays(&self) -> impl Iterator<Item = &dyn fmt::Display> {
         let parts: [Option<&dyn fmt::Display>; 9] = [
             self.deth.as_ref().map(|h| h as _),
             self.feth.as_ref().map(|h| h as _),
@@ -306,8 +306,15 @@ impl fmt::Display for RoceRepr {
             self.atomic_ack_eth.as_ref().map(|h| h as _),
             self.cnp.as_ref().map(|h| h as _),
         ];
-        for p in parts.into_iter().flatten() {
-            write!(f, " {p}")?;
+        parts.into_iter().flatten()
+    }
+}
+
+impl fmt::Display for RoceRepr {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.bth)?;
+        for h in self.ext_displays() {
+            write!(f, " {h}")?;
         }
         Ok(())
     }
