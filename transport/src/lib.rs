@@ -14,3 +14,5 @@ mod psn;
 pub mod wire;
 
 pub use psn::Psn;
+pub mod engine;
+pub mod sim;

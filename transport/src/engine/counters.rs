@@ -1,0 +1,71 @@
+//! Device counters with the kernel rxe's names (rxe_hw_counters.c), so that
+//! `rdma statistic` users find what they know.
+
+macro_rules! counters {
+    ($($variant:ident = $name:expr, $doc:expr;)+) => {
+        /// One counter.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Counter {
+            $(#[doc = $doc] $variant,)+
+        }
+        impl Counter {
+            pub const ALL: &'static [Counter] = &[$(Counter::$variant),+];
+            /// The name rxe gives this counter.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Counter::$variant => $name,)+
+                }
+            }
+        }
+    };
+}
+
+counters! {
+    SentPkts = "sent_pkts", "Packets handed to the link.";
+    RcvdPkts = "rcvd_pkts", "Packets accepted for a QP.";
+    DuplicateRequest = "duplicate_request", "Requests with a PSN already seen (responder).";
+    OutOfSeqRequest = "out_of_seq_request", "Requests beyond the expected PSN (responder).";
+    RcvdRnrErr = "rcvd_rnr_err", "RNR NAKs received (requester).";
+    SendRnrErr = "send_rnr_err", "RNR NAKs sent (responder).";
+    RcvdSeqErr = "rcvd_seq_err", "PSN sequence error NAKs received (requester).";
+    AckDeferred = "ack_deferred", "ACKs replaced by a later one before they were sent.";
+    RetryExceededErr = "retry_exceeded_err", "WRs failed with RETRY_EXC_ERR.";
+    RetryRnrExceededErr = "retry_rnr_exceeded_err", "WRs failed with RNR_RETRY_EXC_ERR.";
+    CompleterRetryErr = "completer_retry_err", "Go-back-N retries started by the completer.";
+    SendErr = "send_err", "Packets that could not be built or sent.";
+    LinkDowned = "link_downed", "Link down events.";
+    RdmaSends = "rdma_sends", "Request packets sent.";
+    RdmaRecvs = "rdma_recvs", "Request packets received.";
+}
+
+/// The counter values of one engine.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters([u64; Counter::ALL.len()]);
+
+impl Counters {
+    pub fn get(&self, c: Counter) -> u64 {
+        self.0[c as usize]
+    }
+    pub(crate) fn inc(&mut self, c: Counter) {
+        self.0[c as usize] += 1;
+    }
+    /// Every counter with its rxe name, in rxe's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        Counter::ALL.iter().map(|c| (c.name(), self.get(*c)))
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn names() {
+        let mut c = Counters::default();
+        c.inc(Counter::RcvdRnrErr);
+        let all: Vec<_> = c.iter().collect();
+        assert_eq!(all[0], ("sent_pkts", 0));
+        assert_eq!(all[4], ("rcvd_rnr_err", 1));
+        assert_eq!(all.len(), 15);
+    }
+}

@@ -1,0 +1,48 @@
+//! Completion queues. A full CQ behaves as on hardware: the completion is
+//! lost, the CQ goes into error and the owner gets an asynchronous CQ error.
+
+use super::verbs::WorkCompletion;
+use super::Event;
+use std::collections::VecDeque;
+
+/// A completion queue handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CqHandle(pub u32);
+
+pub(crate) struct Cq {
+    capacity: usize,
+    entries: VecDeque<WorkCompletion>,
+    /// Set on overflow; a CQ in error accepts no more completions.
+    overflowed: bool,
+}
+
+impl Cq {
+    pub fn new(capacity: usize) -> Cq {
+        Cq { capacity, entries: VecDeque::with_capacity(capacity.min(4096)), overflowed: false }
+    }
+
+    /// Queues `wc`; on overflow returns the event to raise (once).
+    pub fn push(&mut self, handle: CqHandle, wc: WorkCompletion) -> Option<Event> {
+        if self.overflowed {
+            return None;
+        }
+        if self.entries.len() >= self.capacity {
+            self.overflowed = true;
+            return Some(Event::CqError { cq: handle });
+        }
+        self.entries.push_back(wc);
+        None
+    }
+
+    pub fn pop(&mut self) -> Option<WorkCompletion> {
+        self.entries.pop_front()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_overflowed(&self) -> bool {
+        self.overflowed
+    }
+}

@@ -1,0 +1,214 @@
+//! Registered memory, checked as an RNIC checks it: every access names a key,
+//! and the key's region must exist, be valid, belong to the QP's protection
+//! domain, contain the whole range and allow the access. The bytes live behind
+//! [`MrStorage`], so the owner (a test, the verbs layer) chooses the storage;
+//! the engine never touches a byte outside a region's `0..len()`.
+
+use super::status::WcStatus;
+use super::verbs::{AccessFlags, Sge};
+use std::collections::BTreeMap;
+
+/// A protection domain handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pd(pub u32);
+
+/// The bytes of one memory region. Offsets are from the region's start and
+/// the engine guarantees `offset + len <= self.len()` on every call.
+pub trait MrStorage: Send {
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn read(&self, offset: usize, dst: &mut [u8]);
+    fn write(&mut self, offset: usize, src: &[u8]);
+}
+
+impl MrStorage for Vec<u8> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn read(&self, offset: usize, dst: &mut [u8]) {
+        dst.copy_from_slice(&self[offset..offset + dst.len()]);
+    }
+    fn write(&mut self, offset: usize, src: &[u8]) {
+        self[offset..offset + src.len()].copy_from_slice(src);
+    }
+}
+
+/// The keys of a registered region. As on rxe, lkey and rkey are equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MrKeys {
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+pub(crate) struct Mr {
+    pub pd: Pd,
+    /// The virtual address of byte 0.
+    pub addr: u64,
+    pub access: AccessFlags,
+    /// False after a remote invalidate (SEND_WITH_INV).
+    pub valid: bool,
+    pub storage: Box<dyn MrStorage>,
+}
+
+/// Why a remote access was refused; the responder turns it into a NAK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AccessError {
+    /// Key unknown or invalidated, wrong PD, out of bounds or access denied.
+    Violation,
+}
+
+/// Every region of an engine, by key.
+#[derive(Default)]
+pub(crate) struct MrTable {
+    by_key: BTreeMap<u32, Mr>,
+}
+
+impl MrTable {
+    pub fn insert(&mut self, key: u32, mr: Mr) {
+        self.by_key.insert(key, mr);
+    }
+    pub fn contains(&self, key: u32) -> bool {
+        self.by_key.contains_key(&key)
+    }
+    pub fn remove(&mut self, key: u32) -> Option<Mr> {
+        self.by_key.remove(&key)
+    }
+    pub fn get(&self, key: u32) -> Option<&Mr> {
+        self.by_key.get(&key)
+    }
+    pub fn get_mut(&mut self, key: u32) -> Option<&mut Mr> {
+        self.by_key.get_mut(&key)
+    }
+
+    /// The region and offset for `len` bytes at `va` under `key`, after every
+    /// check an RNIC makes. A zero-length access is checked like any other.
+    fn check(&self, key: u32, pd: Pd, va: u64, len: u64, need: AccessFlags) -> Option<(u32, usize)> {
+        let mr = self.by_key.get(&key)?;
+        let end = va.checked_add(len)?;
+        let mr_end = mr.addr + mr.storage.len() as u64;
+        let ok = mr.valid && mr.pd == pd && va >= mr.addr && end <= mr_end && mr.access.contains(need);
+        ok.then(|| (key, (va - mr.addr) as usize))
+    }
+
+    /// Checks a remote access (rkey). Remote write and atomic need the matching
+    /// flag; a region allowing remote write or atomic must also allow local
+    /// write, which registration already enforced.
+    pub fn check_remote(&self, rkey: u32, pd: Pd, va: u64, len: u64, need: AccessFlags) -> Result<(), AccessError> {
+        self.check(rkey, pd, va, len, need).map(|_| ()).ok_or(AccessError::Violation)
+    }
+
+    pub fn read_remote(&self, rkey: u32, va: u64, dst: &mut [u8]) {
+        let mr = &self.by_key[&rkey];
+        mr.storage.read((va - mr.addr) as usize, dst);
+    }
+    pub fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) {
+        let mr = self.by_key.get_mut(&rkey).expect("checked before");
+        let off = (va - mr.addr) as usize;
+        mr.storage.write(off, src);
+    }
+
+    /// Checks every SGE of a local work request (lkey, PD, bounds, and local
+    /// write when the engine will write into it).
+    pub fn check_local(&self, pd: Pd, sges: &[Sge], write: bool) -> Result<(), WcStatus> {
+        let need = if write { AccessFlags::LOCAL_WRITE } else { AccessFlags::EMPTY };
+        for s in sges {
+            if s.length == 0 {
+                continue;
+            }
+            if self.check(s.lkey, pd, s.addr, s.length.into(), need).is_none() {
+                return Err(WcStatus::LocProtErr);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies message bytes `offset..offset + dst.len()` out of a checked SGE list.
+    pub fn gather(&self, sges: &[Sge], mut offset: u64, mut dst: &mut [u8]) {
+        for s in sges {
+            if dst.is_empty() {
+                return;
+            }
+            let len = u64::from(s.length);
+            if offset >= len {
+                offset -= len;
+                continue;
+            }
+            let n = ((len - offset) as usize).min(dst.len());
+            let mr = &self.by_key[&s.lkey];
+            mr.storage.read((s.addr + offset - mr.addr) as usize, &mut dst[..n]);
+            dst = &mut dst[n..];
+            offset = 0;
+        }
+    }
+
+    /// Copies `src` into message bytes `offset..` of an SGE list, checking each
+    /// SGE it touches. `LocLenErr` when the list is too short.
+    pub fn scatter(&mut self, pd: Pd, sges: &[Sge], mut offset: u64, mut src: &[u8]) -> Result<(), WcStatus> {
+        for s in sges {
+            if src.is_empty() {
+                return Ok(());
+            }
+            let len = u64::from(s.length);
+            if offset >= len {
+                offset -= len;
+                continue;
+            }
+            let n = ((len - offset) as usize).min(src.len());
+            let va = s.addr + offset;
+            let (key, off) =
+                self.check(s.lkey, pd, va, n as u64, AccessFlags::LOCAL_WRITE).ok_or(WcStatus::LocProtErr)?;
+            self.by_key.get_mut(&key).expect("checked").storage.write(off, &src[..n]);
+            src = &src[n..];
+            offset = 0;
+        }
+        if src.is_empty() {
+            Ok(())
+        } else {
+            Err(WcStatus::LocLenErr)
+        }
+    }
+}
+
+/// The total length of an SGE list, or `None` above the 2^31 message limit.
+pub(crate) fn sge_total(sges: &[Sge]) -> Option<u32> {
+    let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
+    (total <= 1 << 31).then_some(total as u32)
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn table() -> MrTable {
+        let mut t = MrTable::default();
+        let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ;
+        t.insert(7, Mr { pd: Pd(1), addr: 0x1000, access, valid: true, storage: Box::new(vec![0u8; 16]) });
+        t
+    }
+
+    #[test]
+    fn remote_checks() {
+        let t = table();
+        assert!(t.check_remote(7, Pd(1), 0x1000, 16, AccessFlags::REMOTE_READ).is_ok());
+        assert!(t.check_remote(7, Pd(1), 0x1001, 16, AccessFlags::REMOTE_READ).is_err());
+        assert!(t.check_remote(7, Pd(2), 0x1000, 1, AccessFlags::REMOTE_READ).is_err());
+        assert!(t.check_remote(7, Pd(1), 0x1000, 1, AccessFlags::REMOTE_WRITE).is_err());
+        assert!(t.check_remote(8, Pd(1), 0x1000, 1, AccessFlags::REMOTE_READ).is_err());
+        assert!(t.check_remote(7, Pd(1), u64::MAX, 2, AccessFlags::REMOTE_READ).is_err());
+    }
+
+    #[test]
+    fn scatter_gather_across_sges() {
+        let mut t = table();
+        let sges = [Sge { addr: 0x1000, length: 3, lkey: 7 }, Sge { addr: 0x1008, length: 8, lkey: 7 }];
+        t.scatter(Pd(1), &sges, 1, &[1, 2, 3, 4]).unwrap();
+        let mut out = [0u8; 5];
+        t.gather(&sges, 0, &mut out);
+        assert_eq!(out, [0, 1, 2, 3, 4]);
+        assert_eq!(t.scatter(Pd(1), &sges, 0, &[0; 12]), Err(WcStatus::LocLenErr));
+        assert_eq!(t.scatter(Pd(2), &sges, 0, &[0; 1]), Err(WcStatus::LocProtErr));
+        assert_eq!(t.check_local(Pd(1), &[Sge { addr: 0x100f, length: 2, lkey: 7 }], false), Err(WcStatus::LocProtErr));
+    }
+}

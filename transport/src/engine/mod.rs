@@ -1,0 +1,511 @@
+//! The queue-pair engine, sans-IO: RC (requester, completer, responder), UC and UD
+//! queue pairs as an RNIC (and the kernel's rxe) runs them.
+//!
+//! The engine never reads a clock, sleeps or touches a socket. It takes
+//! commands (`create_qp`, `modify_qp`, `post_send`, `post_recv`, ...), received
+//! packets ([`Engine::handle_packet`]) and the time (`now`), and gives:
+//! - packets to send, each a RoCEv2 UDP payload (BTH .. ICRC) with the GID it
+//!   goes to and its UDP source port ([`Engine::poll_transmit`]); the ICRC
+//!   bytes are left zero for the link layer, which knows the IP header;
+//! - work completions, per CQ ([`Engine::poll_cq`]);
+//! - asynchronous events ([`Engine::poll_event`]);
+//! - the next deadline ([`Engine::poll_timeout`]).
+//!
+//! # Calling order
+//! After any input (a command, a packet, [`Engine::handle_timeout`] when the
+//! deadline has passed), call `poll_transmit` until it returns `None`, then
+//! drain `poll_cq` and `poll_event`, then read `poll_timeout` and call
+//! `handle_timeout` once that time has come. Completions and events may appear
+//! during transmission (a UD send completes when its packet leaves), so drain
+//! them after the transmit loop.
+//!
+//! Memory is registered with the engine ([`Engine::reg_mr`]) with its bytes
+//! behind [`MrStorage`]; every access is checked (key, PD, bounds, access
+//! flags) and a failed check is a completion status or a NAK, never a panic.
+
+mod attr;
+mod completer;
+mod counters;
+mod cq;
+mod emit;
+mod memory;
+mod qp;
+mod requester;
+mod responder;
+mod srq;
+mod state;
+mod status;
+mod time;
+mod timer;
+mod verbs;
+
+pub use attr::{AddressVector, ModifyError, Mtu, QpAttr, QpAttrMask, QpState, QpType};
+pub use counters::{Counter, Counters};
+pub use cq::CqHandle;
+pub use memory::{MrKeys, MrStorage, Pd};
+pub use qp::{flow_label, flow_label_to_udp_sport, ud_udp_sport, QpCap, QpInitAttr};
+pub use srq::{SrqAttr, SrqHandle};
+pub use state::MAX_RD_ATOMIC;
+pub use status::WcStatus;
+pub use time::{ack_timeout, rnr_timer, Instant};
+pub use verbs::{AccessFlags, Gid, RecvWr, SendFlags, SendWr, Sge, UdDest, WcFlags, WcOpcode, WorkCompletion, WrOp};
+
+use crate::wire::{RocePacket, RoceRepr, Transport};
+use crate::Psn;
+use core::fmt;
+use cq::Cq;
+use memory::{Mr, MrTable};
+use qp::Qp;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use srq::Srq;
+use std::collections::{BTreeMap, VecDeque};
+use timer::Timer;
+
+/// The longest packet the engine emits: BTH, the largest header set, 4096
+/// bytes of data, pad and ICRC. Buffers given to `poll_transmit` need this.
+pub const MAX_PACKET_LEN: usize = 12 + 28 + 16 + 8 + 4096 + 4;
+
+/// The 40 bytes in front of the data of every UD receive.
+pub const GRH_LEN: usize = 40;
+
+/// Engine-wide settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Seeds every random choice: QP numbers, keys, initial PSNs.
+    pub seed: u64,
+    /// The port's active MTU; UD messages above it are not sent (as rxe).
+    pub port_mtu: Mtu,
+    /// The GID of this port, index 0 in the GID table.
+    pub gid: Gid,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig { seed: 0, port_mtu: Mtu::Mtu1024, gid: Gid::default() }
+    }
+}
+
+/// An asynchronous event (`enum ibv_event_type`, the ones this engine raises).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// IBV_EVENT_QP_REQ_ERR: the responder saw an invalid request and moved to ERR.
+    QpRequestError { qpn: u32 },
+    /// IBV_EVENT_QP_ACCESS_ERR: the responder saw an access violation and moved to ERR.
+    QpAccessError { qpn: u32 },
+    /// IBV_EVENT_QP_FATAL: the QP failed for a local reason and moved to ERR.
+    QpFatal { qpn: u32 },
+    /// IBV_EVENT_SQ_DRAINED: an SQD QP has no outstanding send WR left.
+    SqDrained { qpn: u32 },
+    /// IBV_EVENT_QP_LAST_WQE_REACHED: a QP on an SRQ went to ERR.
+    QpLastWqeReached { qpn: u32, srq: SrqHandle },
+    /// IBV_EVENT_CQ_ERR: a CQ overflowed; it takes no more completions.
+    CqError { cq: CqHandle },
+    /// IBV_EVENT_SRQ_LIMIT_REACHED.
+    SrqLimitReached { srq: SrqHandle },
+}
+
+/// What a received packet came with from the layer below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxMeta {
+    pub src_gid: Gid,
+    pub dst_gid: Gid,
+}
+
+/// One packet `poll_transmit` wrote into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Bytes written at the start of the buffer, ICRC (zero) included.
+    pub len: usize,
+    pub dest_gid: Gid,
+    pub src_port: u16,
+    /// The QP that sent it.
+    pub qpn: u32,
+}
+
+/// Why a command was refused. Failures of a posted WR are completions instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    NoSuchQp(u32),
+    NoSuchCq(CqHandle),
+    NoSuchSrq(SrqHandle),
+    NoSuchPd(Pd),
+    NoSuchMr(u32),
+    /// Posting is not allowed in this state (e.g. post_send before RTS).
+    InvalidState {
+        qpn: u32,
+        state: QpState,
+        verb: &'static str,
+    },
+    QueueFull {
+        qpn: u32,
+        verb: &'static str,
+    },
+    TooManySge {
+        given: usize,
+        max: u32,
+    },
+    InlineTooLong {
+        given: usize,
+        max: u32,
+    },
+    /// The operation does not exist on this QP type (e.g. READ on UC).
+    InvalidOperation {
+        qp_type: QpType,
+        op: &'static str,
+    },
+    /// A UD send without a destination.
+    MissingUdDest,
+    /// Registration asked remote write or atomic without local write.
+    InvalidAccess(AccessFlags),
+    Modify(ModifyError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Error::NoSuchQp(q) => write!(f, "no QP number 0x{q:06x}"),
+            Error::NoSuchCq(c) => write!(f, "no CQ {}", c.0),
+            Error::NoSuchSrq(s) => write!(f, "no SRQ {}", s.0),
+            Error::NoSuchPd(p) => write!(f, "no PD {}", p.0),
+            Error::NoSuchMr(k) => write!(f, "no MR with key 0x{k:08x}"),
+            Error::InvalidState { qpn, state, verb } => write!(f, "{verb}: QP 0x{qpn:06x} is in state {state}"),
+            Error::QueueFull { qpn, verb } => write!(f, "{verb}: queue of QP 0x{qpn:06x} is full"),
+            Error::TooManySge { given, max } => write!(f, "{given} scatter/gather entries, at most {max}"),
+            Error::InlineTooLong { given, max } => write!(f, "{given} bytes inline, at most {max}"),
+            Error::InvalidOperation { qp_type, op } => write!(f, "{op} is not an operation of a {qp_type:?} QP"),
+            Error::MissingUdDest => write!(f, "a UD send needs a destination (address handle, QPN, Q_Key)"),
+            Error::InvalidAccess(a) => write!(f, "access {a:?}: remote write or atomic needs local write"),
+            Error::Modify(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<ModifyError> for Error {
+    fn from(e: ModifyError) -> Error {
+        Error::Modify(e)
+    }
+}
+
+/// What the parts of the engine share besides the QPs.
+pub(crate) struct Shared {
+    pub mrs: MrTable,
+    pub cqs: BTreeMap<CqHandle, Cq>,
+    pub srqs: BTreeMap<SrqHandle, Srq>,
+    pub counters: Counters,
+    pub events: VecDeque<Event>,
+    pub port_mtu: Mtu,
+}
+
+impl Shared {
+    pub fn complete(&mut self, cq: CqHandle, wc: WorkCompletion) {
+        if let Some(q) = self.cqs.get_mut(&cq) {
+            if let Some(ev) = q.push(cq, wc) {
+                self.events.push_back(ev);
+            }
+        }
+    }
+}
+
+/// The engine: every QP, CQ, SRQ and memory region of one device port.
+pub struct Engine {
+    config: EngineConfig,
+    rng: ChaCha8Rng,
+    sh: Shared,
+    qps: BTreeMap<u32, Qp>,
+    pds: Vec<Pd>,
+    next_handle: u32,
+    /// The QP `poll_transmit` looks at first, for fairness.
+    tx_cursor: u32,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Engine {
+        Engine {
+            config,
+            rng: ChaCha8Rng::seed_from_u64(config.seed),
+            sh: Shared {
+                mrs: MrTable::default(),
+                cqs: BTreeMap::new(),
+                srqs: BTreeMap::new(),
+                counters: Counters::default(),
+                events: VecDeque::new(),
+                port_mtu: config.port_mtu,
+            },
+            qps: BTreeMap::new(),
+            pds: Vec::new(),
+            next_handle: 1,
+            tx_cursor: 0,
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    fn handle(&mut self) -> u32 {
+        self.next_handle += 1;
+        self.next_handle - 1
+    }
+
+    /// A random 24-bit PSN from the engine's seed, for `sq_psn`/`rq_psn`.
+    pub fn random_psn(&mut self) -> u32 {
+        self.rng.gen::<u32>() & Psn::MASK
+    }
+
+    pub fn alloc_pd(&mut self) -> Pd {
+        let pd = Pd(self.handle());
+        self.pds.push(pd);
+        pd
+    }
+
+    /// Registers `storage` as the bytes at virtual addresses `addr..addr + len`.
+    pub fn reg_mr(
+        &mut self,
+        pd: Pd,
+        addr: u64,
+        storage: Box<dyn MrStorage>,
+        access: AccessFlags,
+    ) -> Result<MrKeys, Error> {
+        if !self.pds.contains(&pd) {
+            return Err(Error::NoSuchPd(pd));
+        }
+        let remote_changes = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
+        if !(access & remote_changes).is_empty() && !access.contains(AccessFlags::LOCAL_WRITE) {
+            return Err(Error::InvalidAccess(access));
+        }
+        // rxe's shape: an index in the upper 24 bits, a random 8-bit key below.
+        let key = loop {
+            let k = self.rng.gen::<u32>() | 0x100;
+            if !self.sh.mrs.contains(k) {
+                break k;
+            }
+        };
+        self.sh.mrs.insert(key, Mr { pd, addr, access, valid: true, storage });
+        Ok(MrKeys { lkey: key, rkey: key })
+    }
+
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<Box<dyn MrStorage>, Error> {
+        self.sh.mrs.remove(lkey).map(|m| m.storage).ok_or(Error::NoSuchMr(lkey))
+    }
+
+    /// The bytes of a region, to read what peers wrote.
+    pub fn mr(&self, lkey: u32) -> Option<&dyn MrStorage> {
+        self.sh.mrs.get(lkey).map(|m| &*m.storage)
+    }
+
+    pub fn mr_mut(&mut self, lkey: u32) -> Option<&mut (dyn MrStorage + 'static)> {
+        self.sh.mrs.get_mut(lkey).map(|m| &mut *m.storage)
+    }
+
+    /// Creates a CQ holding at most `cqe` completions.
+    pub fn create_cq(&mut self, cqe: usize) -> CqHandle {
+        let h = CqHandle(self.handle());
+        self.sh.cqs.insert(h, Cq::new(cqe.max(1)));
+        h
+    }
+
+    pub fn create_srq(&mut self, pd: Pd, attr: SrqAttr) -> Result<SrqHandle, Error> {
+        if !self.pds.contains(&pd) {
+            return Err(Error::NoSuchPd(pd));
+        }
+        let h = SrqHandle(self.handle());
+        self.sh.srqs.insert(h, Srq { pd, attr, queue: VecDeque::new() });
+        Ok(h)
+    }
+
+    /// Arms (or disarms, with 0) the SRQ limit event.
+    pub fn modify_srq_limit(&mut self, srq: SrqHandle, limit: u32) -> Result<(), Error> {
+        let s = self.sh.srqs.get_mut(&srq).ok_or(Error::NoSuchSrq(srq))?;
+        s.attr.srq_limit = limit;
+        Ok(())
+    }
+
+    pub fn post_srq_recv(&mut self, srq: SrqHandle, wr: RecvWr) -> Result<(), Error> {
+        let s = self.sh.srqs.get_mut(&srq).ok_or(Error::NoSuchSrq(srq))?;
+        if s.queue.len() as u32 >= s.attr.max_wr {
+            return Err(Error::QueueFull { qpn: 0, verb: "post_srq_recv" });
+        }
+        if wr.sg_list.len() as u32 > s.attr.max_sge {
+            return Err(Error::TooManySge { given: wr.sg_list.len(), max: s.attr.max_sge });
+        }
+        s.queue.push_back(wr);
+        Ok(())
+    }
+
+    /// Creates a QP in RESET with a QP number drawn from the seed.
+    pub fn create_qp(&mut self, init: QpInitAttr) -> Result<u32, Error> {
+        if !self.pds.contains(&init.pd) {
+            return Err(Error::NoSuchPd(init.pd));
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !self.sh.cqs.contains_key(&cq) {
+                return Err(Error::NoSuchCq(cq));
+            }
+        }
+        if let Some(s) = init.srq {
+            if !self.sh.srqs.contains_key(&s) {
+                return Err(Error::NoSuchSrq(s));
+            }
+        }
+        // QPNs 0 and 1 are special; rxe's pool starts at 0x11.
+        let qpn = loop {
+            let q = self.rng.gen_range(0x11..=Psn::MASK);
+            if !self.qps.contains_key(&q) {
+                break q;
+            }
+        };
+        self.qps.insert(qpn, Qp::new(qpn, init));
+        Ok(qpn)
+    }
+
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Error> {
+        self.qps.remove(&qpn).map(|_| ()).ok_or(Error::NoSuchQp(qpn))
+    }
+
+    pub fn query_qp(&self, qpn: u32) -> Option<QpAttr> {
+        self.qps.get(&qpn).map(|q| q.attr)
+    }
+
+    pub fn qp_type(&self, qpn: u32) -> Option<QpType> {
+        self.qps.get(&qpn).map(|q| q.qp_type())
+    }
+
+    /// `ibv_modify_qp`: checks the transition and mask, applies the attributes.
+    pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: QpAttrMask) -> Result<(), Error> {
+        let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
+        let to = state::check_modify(qp.qp_type(), qp.state(), attr, mask)?;
+        modify::apply(qp, &mut self.sh, attr, mask, to);
+        Ok(())
+    }
+
+    /// `ibv_post_send`. Errors are the ones `ibv_post_send` returns; a WR that
+    /// fails later (a bad lkey, a remote error) fails in its completion.
+    pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), Error> {
+        let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
+        requester::post(qp, &mut self.sh, wr)
+    }
+
+    /// `ibv_post_recv`.
+    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), Error> {
+        let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
+        if qp.init.srq.is_some() {
+            return Err(Error::InvalidOperation { qp_type: qp.qp_type(), op: "post_recv on a QP with an SRQ" });
+        }
+        if qp.state() == QpState::Reset {
+            return Err(Error::InvalidState { qpn, state: qp.state(), verb: "post_recv" });
+        }
+        if wr.sg_list.len() as u32 > qp.init.cap.max_recv_sge {
+            return Err(Error::TooManySge { given: wr.sg_list.len(), max: qp.init.cap.max_recv_sge });
+        }
+        if qp.rq.len() as u32 >= qp.init.cap.max_recv_wr {
+            return Err(Error::QueueFull { qpn, verb: "post_recv" });
+        }
+        if qp.state() == QpState::Err {
+            qp.complete_recv_error(&mut self.sh, &wr, WcStatus::WrFlushErr);
+        } else {
+            qp.rq.push_back(wr);
+        }
+        Ok(())
+    }
+
+    /// Takes in one received RoCEv2 UDP payload (BTH .. ICRC). The ICRC was
+    /// checked below; malformed or unexpected packets are dropped.
+    pub fn handle_packet(&mut self, now: Instant, meta: RxMeta, data: &[u8]) {
+        let Ok(pkt) = RocePacket::new_checked(data) else { return };
+        let Ok(repr) = RoceRepr::parse(&pkt) else { return };
+        let op = repr.bth.opcode;
+        // TVer 0 only; the P_Key must match the default one (the membership
+        // bit aside), as the only P_Key table entry is 0xFFFF.
+        if op.info().is_none() || repr.bth.tver != 0 || repr.bth.pkey & 0x7fff != 0x7fff {
+            return;
+        }
+        let Some(qp) = self.qps.get_mut(&repr.bth.dest_qp) else { return };
+        let matches = matches!(
+            (op.transport(), qp.qp_type()),
+            (Transport::Rc, QpType::Rc) | (Transport::Uc, QpType::Uc) | (Transport::Ud, QpType::Ud)
+        );
+        if !matches {
+            return;
+        }
+        self.sh.counters.inc(Counter::RcvdPkts);
+        let payload = pkt.payload();
+        if op.is_response() {
+            completer::on_response(qp, &mut self.sh, now, &repr, payload);
+        } else {
+            self.sh.counters.inc(Counter::RdmaRecvs);
+            responder::on_request(qp, &mut self.sh, &meta, &repr, payload);
+        }
+    }
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for qp in self.qps.values_mut() {
+            if qp.timers.take_expired(Timer::Retransmit, now) {
+                completer::on_retransmit_timeout(qp, &mut self.sh);
+            }
+            // An expired RNR timer only lets the requester send again.
+            qp.timers.take_expired(Timer::RnrRetry, now);
+        }
+    }
+
+    /// Writes the next packet to send into `buf` (at least [`MAX_PACKET_LEN`]
+    /// bytes). Responses go before new requests of the same QP.
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        assert!(buf.len() >= MAX_PACKET_LEN, "poll_transmit needs a buffer of MAX_PACKET_LEN bytes");
+        let qpns: Vec<u32> =
+            self.qps.range(self.tx_cursor..).chain(self.qps.range(..self.tx_cursor)).map(|(q, _)| *q).collect();
+        for qpn in qpns {
+            let qp = self.qps.get_mut(&qpn).expect("listed");
+            let tx = responder::poll_response(qp, &mut self.sh, buf)
+                .or_else(|| requester::poll_request(qp, &mut self.sh, now, buf));
+            if let Some(tx) = tx {
+                self.sh.counters.inc(Counter::SentPkts);
+                self.tx_cursor = qpn.wrapping_add(1);
+                return Some(tx);
+            }
+        }
+        None
+    }
+
+    /// The oldest completion of `cq`.
+    #[must_use]
+    pub fn poll_cq(&mut self, cq: CqHandle) -> Option<WorkCompletion> {
+        self.sh.cqs.get_mut(&cq)?.pop()
+    }
+
+    /// Completions waiting in `cq`.
+    pub fn cq_len(&self, cq: CqHandle) -> usize {
+        self.sh.cqs.get(&cq).map_or(0, |q| q.len())
+    }
+
+    /// Whether `cq` overflowed (and takes no more completions).
+    pub fn cq_overflowed(&self, cq: CqHandle) -> bool {
+        self.sh.cqs.get(&cq).is_some_and(|q| q.is_overflowed())
+    }
+
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.sh.events.pop_front()
+    }
+
+    /// When `handle_timeout` must next be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps.values().filter_map(|q| q.timers.next()).min()
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.sh.counters
+    }
+
+    /// Receive WRs waiting on an SRQ.
+    pub fn srq_len(&self, srq: SrqHandle) -> usize {
+        self.sh.srqs.get(&srq).map_or(0, |s| s.queue.len())
+    }
+}
+
+mod modify;

@@ -1,0 +1,288 @@
+//! One queue pair: attributes, send queue with its requester/completer
+//! state, receive queue and responder state, timers. Also what every part
+//! shares: posting completions and moving to the error state with a flush.
+
+use super::attr::{Mtu, QpAttr, QpState, QpType};
+use super::cq::CqHandle;
+use super::memory::Pd;
+use super::responder::Responder;
+use super::srq::SrqHandle;
+use super::status::WcStatus;
+use super::timer::TimerTable;
+use super::verbs::{RecvWr, SendFlags, SendWr, WcOpcode, WorkCompletion};
+use super::{Event, Shared};
+use crate::Psn;
+use std::collections::VecDeque;
+
+/// Sizes of a QP's queues (`struct ibv_qp_cap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpCap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+impl Default for QpCap {
+    fn default() -> QpCap {
+        QpCap { max_send_wr: 256, max_recv_wr: 256, max_send_sge: 16, max_recv_sge: 16, max_inline_data: 256 }
+    }
+}
+
+/// What `create_qp` needs (`struct ibv_qp_init_attr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpInitAttr {
+    pub qp_type: QpType,
+    pub pd: Pd,
+    pub send_cq: CqHandle,
+    pub recv_cq: CqHandle,
+    pub srq: Option<SrqHandle>,
+    pub cap: QpCap,
+    /// Every send WR completes, signaled or not.
+    pub sq_sig_all: bool,
+}
+
+/// A send WR as the requester sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct SendWqe {
+    pub wr: SendWr,
+    /// The data of an inline WR, copied when it was posted.
+    pub inline: Option<Vec<u8>>,
+    /// Message length in bytes.
+    pub len: u32,
+    /// PSNs of the first and last packet (for a READ, of its responses).
+    pub first_psn: Psn,
+    pub last_psn: Psn,
+    /// PSNs are assigned once, the first time the WR is sent.
+    pub started: bool,
+    /// Local buffers were checked (once, before the first packet).
+    pub checked: bool,
+    /// A local error found by that check; reported when the WR is oldest.
+    pub local_error: Option<WcStatus>,
+}
+
+impl SendWqe {
+    /// Packets (for READ: response packets) the message takes at `mtu`.
+    pub fn npkts(&self, mtu: u32) -> u32 {
+        if self.wr.op.is_atomic() {
+            1
+        } else {
+            self.len.div_ceil(mtu).max(1)
+        }
+    }
+    pub fn is_read_or_atomic(&self) -> bool {
+        self.wr.op.is_read() || self.wr.op.is_atomic()
+    }
+}
+
+/// The requester and completer state of the send queue.
+#[derive(Debug, Default)]
+pub(crate) struct Requester {
+    /// Posted WRs not yet completed, oldest first.
+    pub wqes: VecDeque<SendWqe>,
+    /// Index in `wqes` of the WR the next packet belongs to.
+    pub next: usize,
+    /// PSN of the next packet to send.
+    pub psn: Psn,
+    /// Oldest PSN not yet acknowledged.
+    pub comp_psn: Psn,
+    /// One past the highest PSN ever sent (go-back-N rewinds `psn`, not this).
+    pub sent_end: Psn,
+    /// Packets sent since the last AckReq.
+    pub noack_pkts: u32,
+    pub retry_left: u8,
+    pub rnr_left: u8,
+    /// The `comp_psn` of the last go-back-N that a response (not the timer)
+    /// caused: later signs of the same gap are already being answered.
+    pub retried_at: Option<Psn>,
+    /// An SQD drained event is owed once the send queue is idle.
+    pub sqd_notify: bool,
+}
+
+pub(crate) struct Qp {
+    pub qpn: u32,
+    pub init: QpInitAttr,
+    pub attr: QpAttr,
+    /// The UDP source port of every packet of this QP.
+    pub sport: u16,
+    pub req: Requester,
+    pub rq: VecDeque<RecvWr>,
+    pub resp: Responder,
+    pub timers: TimerTable,
+}
+
+impl Qp {
+    pub fn new(qpn: u32, init: QpInitAttr) -> Qp {
+        Qp {
+            qpn,
+            init,
+            attr: QpAttr { port_num: 1, ..QpAttr::default() },
+            sport: ud_udp_sport(qpn),
+            req: Requester::default(),
+            rq: VecDeque::new(),
+            resp: Responder::default(),
+            timers: TimerTable::default(),
+        }
+    }
+
+    pub fn qp_type(&self) -> QpType {
+        self.init.qp_type
+    }
+    pub fn state(&self) -> QpState {
+        self.attr.qp_state
+    }
+
+    /// Bytes per packet: the path MTU, or the port MTU for UD.
+    pub fn mtu(&self, port_mtu: Mtu) -> u32 {
+        match self.qp_type() {
+            QpType::Ud => port_mtu.bytes(),
+            _ => self.attr.path_mtu.bytes(),
+        }
+    }
+
+    /// Posts the completion of the oldest send WR and removes it.
+    pub fn complete_front(&mut self, sh: &mut Shared, status: WcStatus) {
+        let Some(wqe) = self.req.wqes.pop_front() else { return };
+        self.req.next = self.req.next.saturating_sub(1);
+        if wqe.started {
+            self.req.comp_psn = wqe.last_psn.next();
+        }
+        let signaled = self.init.sq_sig_all || wqe.wr.flags.contains(SendFlags::SIGNALED);
+        if signaled || status != WcStatus::Success {
+            let mut wc = WorkCompletion::new(wqe.wr.wr_id, status, wqe.wr.op.wc_opcode(), self.qpn);
+            if status == WcStatus::Success {
+                wc.byte_len = if wqe.wr.op.is_atomic() { 8 } else { wqe.len };
+            }
+            sh.complete(self.init.send_cq, wc);
+        }
+    }
+
+    /// Fails the oldest send WR with `status` and moves the QP to the error
+    /// state: RC to ERR; UC and UD to SQE (their receive side lives on).
+    pub fn fail_front(&mut self, sh: &mut Shared, status: WcStatus) {
+        self.complete_front(sh, status);
+        match self.qp_type() {
+            QpType::Rc => self.enter_error(sh),
+            QpType::Uc | QpType::Ud => {
+                self.attr.qp_state = QpState::Sqe;
+                self.flush_send_queue(sh);
+            }
+        }
+    }
+
+    /// Moves to ERR: timers stop, every outstanding WR completes with
+    /// WR_FLUSH_ERR. Responses already queued (a NAK) are still sent.
+    pub fn enter_error(&mut self, sh: &mut Shared) {
+        if self.state() == QpState::Err {
+            return;
+        }
+        self.attr.qp_state = QpState::Err;
+        self.timers.stop_all();
+        self.flush_send_queue(sh);
+        self.flush_receive_side(sh);
+    }
+
+    pub fn flush_send_queue(&mut self, sh: &mut Shared) {
+        while !self.req.wqes.is_empty() {
+            self.complete_front(sh, WcStatus::WrFlushErr);
+        }
+        self.req.next = 0;
+    }
+
+    fn flush_receive_side(&mut self, sh: &mut Shared) {
+        if let Some(wr) = self.resp.take_message_recv() {
+            self.complete_recv_error(sh, &wr, WcStatus::WrFlushErr);
+        }
+        while let Some(wr) = self.rq.pop_front() {
+            self.complete_recv_error(sh, &wr, WcStatus::WrFlushErr);
+        }
+        if let Some(srq) = self.init.srq {
+            sh.events.push_back(Event::QpLastWqeReached { qpn: self.qpn, srq });
+        }
+    }
+
+    pub fn complete_recv_error(&self, sh: &mut Shared, wr: &RecvWr, status: WcStatus) {
+        let wc = WorkCompletion::new(wr.wr_id, status, WcOpcode::Recv, self.qpn);
+        sh.complete(self.init.recv_cq, wc);
+    }
+
+    /// Takes a receive WR from the SRQ or the receive queue.
+    pub fn take_recv(&mut self, sh: &mut Shared) -> Option<RecvWr> {
+        match self.init.srq {
+            Some(h) => sh.srqs.get_mut(&h)?.take(h, &mut sh.events),
+            None => self.rq.pop_front(),
+        }
+    }
+
+    /// Returns an unused receive WR to the head of its queue (UC drops a
+    /// message whose receive it had taken; the WR serves the next one).
+    pub fn untake_recv(&mut self, sh: &mut Shared, wr: RecvWr) {
+        match self.init.srq {
+            Some(h) => {
+                if let Some(s) = sh.srqs.get_mut(&h) {
+                    s.queue.push_front(wr)
+                }
+            }
+            None => self.rq.push_front(wr),
+        }
+    }
+
+    /// The PD receive buffers are checked against: the SRQ's, or the QP's.
+    pub fn recv_pd(&self, sh: &Shared) -> Pd {
+        self.init.srq.and_then(|h| sh.srqs.get(&h)).map_or(self.init.pd, |s| s.pd)
+    }
+
+    /// Whether a receive WR is available without taking it.
+    pub fn has_recv(&self, sh: &Shared) -> bool {
+        match self.init.srq {
+            Some(h) => sh.srqs.get(&h).is_some_and(|s| !s.queue.is_empty()),
+            None => !self.rq.is_empty(),
+        }
+    }
+}
+
+/// The flow label rxe derives from the two QP numbers when the address
+/// vector has none (the kernel's `rdma_calc_flow_label`).
+pub fn flow_label(lqpn: u32, rqpn: u32) -> u32 {
+    let mut v = u64::from(lqpn) * u64::from(rqpn);
+    v ^= v >> 20;
+    v ^= v >> 40;
+    (v & 0xf_ffff) as u32
+}
+
+/// The UDP source port of a 20-bit flow label (`rdma_flow_label_to_udp_sport`).
+pub fn flow_label_to_udp_sport(fl: u32) -> u16 {
+    let low = (fl & 0x3fff) ^ ((fl & 0xf_c000) >> 14);
+    (low | 0xc000) as u16
+}
+
+/// The UDP source port of a UD QP or QP1: `0xC000 + hash_32(qpn, 14)`.
+pub fn ud_udp_sport(qpn: u32) -> u16 {
+    const GOLDEN_RATIO_32: u32 = 0x61c8_8647;
+    let hash = qpn.wrapping_mul(GOLDEN_RATIO_32) >> (32 - 14);
+    0xc000 + hash as u16
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn rc_port_is_symmetric_and_in_range() {
+        let a = flow_label_to_udp_sport(flow_label(0x11, 0x12));
+        let b = flow_label_to_udp_sport(flow_label(0x12, 0x11));
+        assert_eq!(a, b);
+        assert!(a >= 0xc000);
+        // 0x11 * 0x12 = 0x132: below 2^14, so the port is 0xC000 | 0x132.
+        assert_eq!(a, 0xc132);
+        assert_eq!(flow_label_to_udp_sport(0xf_ffff), 0xc000 | (0x3fff ^ 0x3f));
+    }
+
+    #[test]
+    fn ud_port() {
+        // hash_32(1, 14) = 0x61c88647 >> 18.
+        assert_eq!(ud_udp_sport(1), 0xc000 + (0x61c8_8647u32 >> 18) as u16);
+        assert!(ud_udp_sport(0xff_ffff) >= 0xc000);
+    }
+}

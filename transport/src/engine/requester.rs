@@ -1,0 +1,301 @@
+//! The requester: turns posted send WRs into request packets, in order, one
+//! packet per `poll_transmit`. Segmentation by MTU, AckReq on the last packet
+//! of a message and every [`ACK_REQ_INTERVAL`] packets, a window of
+//! [`MAX_UNACKED_PSNS`], fences and the `max_rd_atomic` limit.
+
+use super::attr::{QpState, QpType};
+use super::emit::{data_opcode, headers, position, single_opcode};
+use super::memory::sge_total;
+use super::qp::{Qp, SendWqe};
+use super::status::WcStatus;
+use super::time::{ack_timeout, Instant};
+use super::timer::Timer;
+use super::verbs::{SendFlags, SendWr, WrOp};
+use super::{Counter, Error, Shared, Transmit};
+use crate::wire::{AtomicEthRepr, BthRepr, DethRepr, IethRepr, ImmDtRepr, Position, RethRepr, RoceRepr};
+use crate::Psn;
+
+/// At most this many PSNs in flight (rxe's RXE_MAX_UNACKED_PSNS).
+pub const MAX_UNACKED_PSNS: i32 = 128;
+/// Ask for an ACK at least this often within a long message (rxe's RXE_MAX_PKT_PER_ACK).
+pub const ACK_REQ_INTERVAL: u32 = 64;
+
+/// `ibv_post_send` for one WR.
+pub(crate) fn post(qp: &mut Qp, sh: &mut Shared, wr: SendWr) -> Result<(), Error> {
+    let (qpn, state, t) = (qp.qpn, qp.state(), qp.qp_type());
+    if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
+        return Err(Error::InvalidState { qpn, state, verb: "post_send" });
+    }
+    let valid = match t {
+        QpType::Rc => true,
+        QpType::Uc => matches!(wr.op, WrOp::Send | WrOp::SendWithImm { .. }) || wr.op.is_write(),
+        QpType::Ud => matches!(wr.op, WrOp::Send | WrOp::SendWithImm { .. }),
+    };
+    if !valid {
+        return Err(Error::InvalidOperation { qp_type: t, op: op_name(wr.op) });
+    }
+    if t == QpType::Ud && wr.ud.is_none() {
+        return Err(Error::MissingUdDest);
+    }
+    let cap = qp.init.cap;
+    if wr.sg_list.len() as u32 > cap.max_send_sge {
+        return Err(Error::TooManySge { given: wr.sg_list.len(), max: cap.max_send_sge });
+    }
+    if qp.req.wqes.len() as u32 >= cap.max_send_wr {
+        return Err(Error::QueueFull { qpn, verb: "post_send" });
+    }
+    let mut wqe = new_wqe(wr);
+    if wqe.wr.flags.contains(SendFlags::INLINE) && !wqe.wr.op.is_read() && !wqe.wr.op.is_atomic() {
+        if wqe.len > cap.max_inline_data {
+            return Err(Error::InlineTooLong { given: wqe.len as usize, max: cap.max_inline_data });
+        }
+        match copy_inline(sh, qp, &wqe) {
+            Some(data) => wqe.inline = Some(data),
+            None => wqe.local_error = Some(WcStatus::LocProtErr),
+        }
+    }
+    qp.req.wqes.push_back(wqe);
+    if matches!(state, QpState::Err | QpState::Sqe) {
+        qp.flush_send_queue(sh);
+    }
+    Ok(())
+}
+
+fn op_name(op: WrOp) -> &'static str {
+    match op {
+        WrOp::Send => "SEND",
+        WrOp::SendWithImm { .. } => "SEND_WITH_IMM",
+        WrOp::SendWithInv { .. } => "SEND_WITH_INV",
+        WrOp::RdmaWrite { .. } => "RDMA_WRITE",
+        WrOp::RdmaWriteWithImm { .. } => "RDMA_WRITE_WITH_IMM",
+        WrOp::RdmaRead { .. } => "RDMA_READ",
+        WrOp::AtomicCmpSwp { .. } => "ATOMIC_CMP_AND_SWP",
+        WrOp::AtomicFetchAdd { .. } => "ATOMIC_FETCH_AND_ADD",
+    }
+}
+
+fn new_wqe(wr: SendWr) -> SendWqe {
+    let total = sge_total(&wr.sg_list);
+    let local_error = if total.is_none() { Some(WcStatus::LocLenErr) } else { None };
+    SendWqe {
+        len: total.unwrap_or(0),
+        wr,
+        inline: None,
+        first_psn: Psn::default(),
+        last_psn: Psn::default(),
+        started: false,
+        checked: local_error.is_some(),
+        local_error,
+    }
+}
+
+/// Inline data is copied at post time (the user may reuse the buffer at
+/// once). The engine reaches bytes only through registered regions, so the
+/// SGEs of an inline WR must still name one (an RNIC would not look at lkey).
+fn copy_inline(sh: &Shared, qp: &Qp, wqe: &SendWqe) -> Option<Vec<u8>> {
+    sh.mrs.check_local(qp.init.pd, &wqe.wr.sg_list, false).ok()?;
+    let mut data = vec![0u8; wqe.len as usize];
+    sh.mrs.gather(&wqe.wr.sg_list, 0, &mut data);
+    Some(data)
+}
+
+/// The local checks an RNIC makes when it first fetches a WR's buffers.
+fn check_local(sh: &Shared, qp: &Qp, wqe: &SendWqe) -> Option<WcStatus> {
+    if let Some(e) = wqe.local_error {
+        return Some(e);
+    }
+    let op = wqe.wr.op;
+    if op.is_atomic() && wqe.len != 8 {
+        return Some(WcStatus::LocLenErr);
+    }
+    if wqe.inline.is_some() {
+        return None;
+    }
+    let writes = op.is_read() || op.is_atomic();
+    sh.mrs.check_local(qp.init.pd, &wqe.wr.sg_list, writes).err()
+}
+
+/// Read and atomic WRs sent and not yet completed.
+fn rd_atomic_in_flight(qp: &Qp) -> usize {
+    qp.req.wqes.iter().take(qp.req.next).filter(|w| w.is_read_or_atomic()).count()
+}
+
+/// Why the requester may not send the WR at `next` now, if it may not.
+fn blocked(qp: &Qp) -> bool {
+    let idx = qp.req.next;
+    let wqe = &qp.req.wqes[idx];
+    if qp.state() == QpState::Sqd && !wqe.started {
+        return true;
+    }
+    if qp.qp_type() != QpType::Rc {
+        return false;
+    }
+    if qp.req.psn - qp.req.comp_psn >= MAX_UNACKED_PSNS {
+        return true;
+    }
+    // A fence (as rxe) and a local error both wait for every older WR.
+    if (wqe.wr.flags.contains(SendFlags::FENCE) || wqe.local_error.is_some()) && idx != 0 {
+        return true;
+    }
+    !wqe.started && wqe.is_read_or_atomic() && rd_atomic_in_flight(qp) >= usize::from(qp.attr.max_rd_atomic)
+}
+
+/// Writes the next request packet of `qp` into `buf`, if one may go now.
+pub(crate) fn poll_request(qp: &mut Qp, sh: &mut Shared, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+    if !matches!(qp.state(), QpState::Rts | QpState::Sqd) || qp.timers.is_running(Timer::RnrRetry) {
+        return None;
+    }
+    loop {
+        let idx = qp.req.next;
+        if idx >= qp.req.wqes.len() {
+            return None;
+        }
+        if !qp.req.wqes[idx].checked {
+            let err = check_local(sh, qp, &qp.req.wqes[idx]);
+            let w = &mut qp.req.wqes[idx];
+            w.checked = true;
+            w.local_error = err;
+        }
+        if blocked(qp) {
+            return None;
+        }
+        if let Some(status) = qp.req.wqes[idx].local_error {
+            // Oldest now (RC waited in `blocked`; UC/UD complete as they go).
+            qp.fail_front(sh, status);
+            if qp.qp_type() == QpType::Rc {
+                sh.events.push_back(super::Event::QpFatal { qpn: qp.qpn });
+            }
+            return None;
+        }
+        let mtu = qp.mtu(sh.port_mtu);
+        if qp.qp_type() == QpType::Ud && qp.req.wqes[idx].len > mtu {
+            // C10-93.1.1: a UD message above the MTU emits nothing and fails
+            // nothing; rxe completes it as sent.
+            qp.complete_front(sh, WcStatus::Success);
+            continue;
+        }
+        return Some(send_packet(qp, sh, now, buf, mtu));
+    }
+}
+
+/// Builds one packet of the WR at `next` and advances the requester.
+fn send_packet(qp: &mut Qp, sh: &mut Shared, now: Instant, buf: &mut [u8], mtu: u32) -> Transmit {
+    let idx = qp.req.next;
+    let psn = qp.req.psn;
+    let wqe = &mut qp.req.wqes[idx];
+    let npkts = wqe.npkts(mtu);
+    if !wqe.started {
+        wqe.started = true;
+        wqe.first_psn = psn;
+        wqe.last_psn = psn + (npkts - 1);
+    }
+    let pkt_idx = (psn - wqe.first_psn) as u32;
+    let wqe = &qp.req.wqes[idx];
+    let (len, consumed, ends_wqe, ack_req) = if let Some(op) = single_opcode(wqe.wr.op) {
+        let n = (wqe.last_psn - psn) as u32 + 1;
+        (emit_single(qp, wqe, op, psn, pkt_idx * mtu, buf), n, true, true)
+    } else {
+        let pos = position(pkt_idx, npkts);
+        let last = matches!(pos, Position::Last | Position::Only);
+        let periodic = qp.req.noack_pkts + 1 >= ACK_REQ_INTERVAL;
+        let ack_req = qp.qp_type() == QpType::Rc && (last || periodic);
+        (emit_data(qp, sh, wqe, pos, psn, pkt_idx * mtu, mtu, ack_req, buf), 1, last, ack_req)
+    };
+    qp.req.noack_pkts = if ack_req { 0 } else { qp.req.noack_pkts + 1 };
+    qp.req.psn = psn + consumed;
+    if qp.req.psn - qp.req.sent_end > 0 {
+        qp.req.sent_end = qp.req.psn;
+    }
+    sh.counters.inc(Counter::RdmaSends);
+    let dest_gid = match wqe.wr.ud {
+        Some(ud) if qp.qp_type() == QpType::Ud => ud.dgid,
+        _ => qp.attr.ah_attr.dgid,
+    };
+    let tx = Transmit { len, dest_gid, src_port: qp.sport, qpn: qp.qpn };
+    if ends_wqe {
+        qp.req.next += 1;
+        if qp.qp_type() != QpType::Rc {
+            // UC and UD complete when the last packet leaves.
+            qp.complete_front(sh, WcStatus::Success);
+        }
+    }
+    if qp.qp_type() == QpType::Rc && !qp.timers.is_running(Timer::Retransmit) {
+        if let Some(t) = ack_timeout(qp.attr.timeout) {
+            qp.timers.set(Timer::Retransmit, now + t);
+        }
+    }
+    tx
+}
+
+fn bth(qp: &Qp, op: crate::wire::Opcode, psn: Psn, ack_req: bool) -> BthRepr {
+    let mut b = BthRepr::new(op, qp.attr.dest_qp_num, psn);
+    b.ack_req = ack_req;
+    b
+}
+
+/// A READ request or an atomic: the READ asks for the bytes from `offset`
+/// on (a retry after some responses arrived asks for the rest only).
+fn emit_single(qp: &Qp, wqe: &SendWqe, op: crate::wire::Opcode, psn: Psn, offset: u32, buf: &mut [u8]) -> usize {
+    let mut repr = RoceRepr::new(bth(qp, op, psn, true));
+    match wqe.wr.op {
+        WrOp::RdmaRead { remote_addr, rkey } => {
+            repr.reth = Some(RethRepr { va: remote_addr + u64::from(offset), rkey, dma_len: wqe.len - offset });
+        }
+        WrOp::AtomicCmpSwp { remote_addr, rkey, compare, swap } => {
+            repr.atomic_eth = Some(AtomicEthRepr { va: remote_addr, rkey, swap_add: swap, compare });
+        }
+        WrOp::AtomicFetchAdd { remote_addr, rkey, add } => {
+            repr.atomic_eth = Some(AtomicEthRepr { va: remote_addr, rkey, swap_add: add, compare: 0 });
+        }
+        _ => unreachable!("single_opcode only names READ and atomics"),
+    }
+    headers(buf, &repr, 0).0
+}
+
+/// A SEND or WRITE packet at `pos`, with the data from `offset`.
+#[allow(clippy::too_many_arguments)]
+fn emit_data(
+    qp: &Qp,
+    sh: &Shared,
+    wqe: &SendWqe,
+    pos: Position,
+    psn: Psn,
+    offset: u32,
+    mtu: u32,
+    ack_req: bool,
+    buf: &mut [u8],
+) -> usize {
+    let op = wqe.wr.op;
+    let mut repr = RoceRepr::new(bth(qp, data_opcode(qp.qp_type(), op, pos), psn, ack_req));
+    let first = matches!(pos, Position::First | Position::Only);
+    let last = matches!(pos, Position::Last | Position::Only);
+    repr.bth.solicited = last && wqe.wr.flags.contains(SendFlags::SOLICITED);
+    if let (true, Some((va, rkey))) = (first, op.remote()) {
+        repr.reth = Some(RethRepr { va, rkey, dma_len: wqe.len });
+    }
+    if let (true, Some(imm)) = (last, op.imm()) {
+        repr.immdt = Some(ImmDtRepr { imm });
+    }
+    if let (true, WrOp::SendWithInv { invalidate_rkey }) = (last, op) {
+        repr.ieth = Some(IethRepr { rkey: invalidate_rkey });
+    }
+    if let Some(ud) = wqe.wr.ud.filter(|_| qp.qp_type() == QpType::Ud) {
+        repr.bth.dest_qp = ud.remote_qpn;
+        let qkey = if ud.remote_qkey & 0x8000_0000 != 0 { qp.attr.qkey } else { ud.remote_qkey };
+        repr.deth = Some(DethRepr { qkey, src_qp: qp.qpn, reserved: 0 });
+    }
+    let n = (wqe.len - offset).min(mtu) as usize;
+    let (len, data) = headers(buf, &repr, n);
+    match &wqe.inline {
+        Some(bytes) => buf[data.clone()].copy_from_slice(&bytes[offset as usize..offset as usize + n]),
+        None => sh.mrs.gather(&wqe.wr.sg_list, offset.into(), &mut buf[data]),
+    }
+    len
+}
+
+/// Go back N: the next packet is the oldest unacknowledged one.
+pub(crate) fn rewind(qp: &mut Qp) {
+    qp.req.next = 0;
+    qp.req.psn = qp.req.comp_psn;
+    qp.req.noack_pkts = 0;
+}

@@ -1,0 +1,220 @@
+//! The responder: executes requests (SEND into receive WRs, WRITE, READ,
+//! atomics), checks PSN order, keys and lengths, and queues responses:
+//! coalesced ACKs with the MSN, NAKs, RNR NAKs, READ responses and atomic
+//! ACKs. READ and atomic results stay in `max_dest_rd_atomic` resources so
+//! that a duplicate request is answered again, and an atomic never runs twice.
+
+mod rc;
+mod uc;
+mod ud;
+
+use super::attr::{QpState, QpType};
+use super::emit::headers;
+use super::memory::AccessError;
+use super::qp::Qp;
+use super::verbs::{AccessFlags, RecvWr};
+use super::{RxMeta, Shared, Transmit};
+use crate::wire::{AethRepr, AethSyndrome, AtomicAckEthRepr, BthRepr, NakCode, Opcode, RethRepr, RoceRepr};
+use crate::Psn;
+use std::collections::VecDeque;
+
+/// The message a responder is in the middle of.
+#[derive(Debug, Default)]
+pub(crate) enum InMessage {
+    #[default]
+    Idle,
+    /// A SEND: the receive WR it fills and the bytes so far.
+    Send { wr: RecvWr, offset: u32 },
+    /// A WRITE: where it goes and the bytes so far.
+    Write { reth: RethRepr, offset: u32 },
+}
+
+/// A READ or atomic the responder executed, kept to answer duplicates.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Resource {
+    pub first_psn: Psn,
+    pub last_psn: Psn,
+    pub msn: u32,
+    pub kind: ResourceKind,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ResourceKind {
+    Read { reth: RethRepr },
+    Atomic { orig: u64 },
+}
+
+/// A response waiting for `poll_transmit`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Response {
+    Ack {
+        psn: Psn,
+        msn: u32,
+        syndrome: AethSyndrome,
+    },
+    Atomic {
+        psn: Psn,
+        msn: u32,
+        orig: u64,
+    },
+    /// READ responses for `res`, from `next` to `res.last_psn`; positions
+    /// count from `start`, the PSN of the request being answered.
+    Read {
+        res: Resource,
+        start: Psn,
+        next: Psn,
+    },
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Responder {
+    /// The PSN expected next.
+    pub psn: Psn,
+    /// Messages completed, 24 bits.
+    pub msn: u32,
+    /// A PSN sequence NAK was sent and the expected PSN has not come since.
+    pub nak_sent: bool,
+    pub msg: InMessage,
+    pub resources: VecDeque<Resource>,
+    pub responses: VecDeque<Response>,
+    /// UC: drop packets until the next FIRST or ONLY.
+    pub drop_msg: bool,
+}
+
+impl Responder {
+    /// The receive WR of a SEND in progress, taken out (to flush it).
+    pub fn take_message_recv(&mut self) -> Option<RecvWr> {
+        match core::mem::take(&mut self.msg) {
+            InMessage::Send { wr, .. } => Some(wr),
+            _ => None,
+        }
+    }
+
+    pub fn next_msn(&mut self) -> u32 {
+        self.msn = (self.msn + 1) & Psn::MASK;
+        self.msn
+    }
+
+    /// Queues an ACK, replacing an ACK still waiting behind it (coalescing).
+    pub fn queue_ack(&mut self, sh: &mut Shared, psn: Psn) {
+        let ack = Response::Ack { psn, msn: self.msn, syndrome: AethSyndrome::Ack { credits: 0x1f } };
+        if let Some(back @ Response::Ack { syndrome: AethSyndrome::Ack { .. }, .. }) = self.responses.back_mut() {
+            *back = ack;
+            sh.counters.inc(super::Counter::AckDeferred);
+            return;
+        }
+        self.responses.push_back(ack);
+    }
+
+    pub fn queue_nak(&mut self, psn: Psn, syndrome: AethSyndrome) {
+        self.responses.push_back(Response::Ack { psn, msn: self.msn, syndrome });
+    }
+
+    /// Keeps `res`, forgetting the oldest beyond `max` resources.
+    pub fn add_resource(&mut self, res: Resource, max: u8) {
+        while self.resources.len() >= usize::from(max.max(1)) {
+            self.resources.pop_front();
+        }
+        self.resources.push_back(res);
+    }
+
+    pub fn find_resource(&self, psn: Psn) -> Option<Resource> {
+        self.resources.iter().rev().find(|r| psn - r.first_psn >= 0 && r.last_psn - psn >= 0).copied()
+    }
+}
+
+/// Dispatches a request by the QP's transport.
+pub(crate) fn on_request(qp: &mut Qp, sh: &mut Shared, meta: &RxMeta, repr: &RoceRepr, payload: &[u8]) {
+    let accepting = match qp.qp_type() {
+        QpType::Rc => matches!(qp.state(), QpState::Rtr | QpState::Rts | QpState::Sqd),
+        QpType::Uc | QpType::Ud => matches!(qp.state(), QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe),
+    };
+    if !accepting {
+        return;
+    }
+    match qp.qp_type() {
+        QpType::Rc => rc::on_request(qp, sh, repr, payload),
+        QpType::Uc => uc::on_request(qp, sh, repr, payload),
+        QpType::Ud => ud::on_request(qp, sh, meta, repr, payload),
+    }
+}
+
+/// Checks remote access to `len` bytes at `va` under `rkey`. A zero-length
+/// access needs no key (IBTA 9.4.4: the R_Key is not checked).
+pub(crate) fn check_rkey(
+    qp: &Qp,
+    sh: &Shared,
+    rkey: u32,
+    va: u64,
+    len: u64,
+    need: AccessFlags,
+) -> Result<(), AccessError> {
+    if len == 0 {
+        return Ok(());
+    }
+    sh.mrs.check_remote(rkey, qp.init.pd, va, len, need)
+}
+
+/// Writes the next queued response of `qp` into `buf`.
+pub(crate) fn poll_response(qp: &mut Qp, sh: &mut Shared, buf: &mut [u8]) -> Option<Transmit> {
+    if qp.qp_type() != QpType::Rc || qp.state() == QpState::Reset {
+        return None;
+    }
+    let resp = *qp.resp.responses.front()?;
+    let len = match resp {
+        Response::Ack { psn, msn, syndrome } => {
+            qp.resp.responses.pop_front();
+            emit_ack(qp, buf, Opcode::RcAck, psn, AethRepr { syndrome, msn }, None)
+        }
+        Response::Atomic { psn, msn, orig } => {
+            qp.resp.responses.pop_front();
+            let aeth = AethRepr { syndrome: AethSyndrome::Ack { credits: 0x1f }, msn };
+            emit_ack(qp, buf, Opcode::RcAtomicAck, psn, aeth, Some(AtomicAckEthRepr { orig_data: orig }))
+        }
+        Response::Read { res, start, next } => emit_read_response(qp, sh, buf, res, start, next),
+    };
+    Some(Transmit { len, dest_gid: qp.attr.ah_attr.dgid, src_port: qp.sport, qpn: qp.qpn })
+}
+
+fn emit_ack(qp: &Qp, buf: &mut [u8], op: Opcode, psn: Psn, aeth: AethRepr, atomic: Option<AtomicAckEthRepr>) -> usize {
+    let mut repr = RoceRepr::new(BthRepr::new(op, qp.attr.dest_qp_num, psn));
+    repr.aeth = Some(aeth);
+    repr.atomic_ack_eth = atomic;
+    headers(buf, &repr, 0).0
+}
+
+/// One READ response packet; the data is read from memory now, so a region
+/// deregistered since the request turns into a remote access NAK.
+fn emit_read_response(qp: &mut Qp, sh: &mut Shared, buf: &mut [u8], res: Resource, start: Psn, next: Psn) -> usize {
+    let ResourceKind::Read { reth } = res.kind else { unreachable!("read responses only for reads") };
+    let mtu = qp.mtu(sh.port_mtu);
+    let offset = (next - res.first_psn) as u32 * mtu;
+    let n = (reth.dma_len - offset).min(mtu);
+    let va = reth.va + u64::from(offset);
+    if check_rkey(qp, sh, reth.rkey, va, n.into(), AccessFlags::REMOTE_READ).is_err() {
+        qp.resp.responses.pop_front();
+        let aeth = AethRepr { syndrome: AethSyndrome::Nak(NakCode::RemoteAccessError), msn: res.msn };
+        return emit_ack(qp, buf, Opcode::RcAck, next, aeth, None);
+    }
+    let total = (res.last_psn - start) as u32 + 1;
+    let op = match super::emit::position((next - start) as u32, total) {
+        crate::wire::Position::Only => Opcode::RcReadResponseOnly,
+        crate::wire::Position::First => Opcode::RcReadResponseFirst,
+        crate::wire::Position::Middle => Opcode::RcReadResponseMiddle,
+        crate::wire::Position::Last => Opcode::RcReadResponseLast,
+    };
+    let mut repr = RoceRepr::new(BthRepr::new(op, qp.attr.dest_qp_num, next));
+    if op != Opcode::RcReadResponseMiddle {
+        repr.aeth = Some(AethRepr { syndrome: AethSyndrome::Ack { credits: 0x1f }, msn: res.msn });
+    }
+    let (len, data) = headers(buf, &repr, n as usize);
+    if n > 0 {
+        sh.mrs.read_remote(reth.rkey, va, &mut buf[data]);
+    }
+    if next == res.last_psn {
+        qp.resp.responses.pop_front();
+    } else if let Some(Response::Read { next: n, .. }) = qp.resp.responses.front_mut() {
+        *n = next.next();
+    }
+    len
+}

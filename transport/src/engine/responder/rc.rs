@@ -1,0 +1,291 @@
+//! The RC responder: strict PSN order, one NAK per sequence error, duplicates
+//! answered again, errors NAKed (the responder then goes to ERR, as rxe).
+
+use super::{check_rkey, InMessage, Resource, ResourceKind, Response};
+use crate::engine::qp::Qp;
+use crate::engine::status::WcStatus;
+use crate::engine::verbs::{AccessFlags, WcFlags, WcOpcode, WorkCompletion};
+use crate::engine::{Counter, Event, Shared};
+use crate::wire::{AethSyndrome, NakCode, Opcode, Position, RoceRepr};
+use crate::Psn;
+
+/// What a request opcode asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Send(Position),
+    Write(Position),
+    Read,
+    Atomic,
+    /// FLUSH, ATOMIC_WRITE and anything else this responder does not offer.
+    Unsupported,
+}
+
+pub(super) fn kind(op: Opcode) -> Kind {
+    use Opcode::*;
+    let pos = op.position().unwrap_or(Position::Only);
+    match op {
+        RcSendFirst | RcSendMiddle | RcSendLast | RcSendLastWithImm | RcSendOnly | RcSendOnlyWithImm
+        | RcSendLastWithInv | RcSendOnlyWithInv | UcSendFirst | UcSendMiddle | UcSendLast | UcSendLastWithImm
+        | UcSendOnly | UcSendOnlyWithImm => Kind::Send(pos),
+        RcWriteFirst | RcWriteMiddle | RcWriteLast | RcWriteLastWithImm | RcWriteOnly | RcWriteOnlyWithImm
+        | UcWriteFirst | UcWriteMiddle | UcWriteLast | UcWriteLastWithImm | UcWriteOnly | UcWriteOnlyWithImm => {
+            Kind::Write(pos)
+        }
+        RcReadRequest => Kind::Read,
+        RcCompareSwap | RcFetchAdd => Kind::Atomic,
+        _ => Kind::Unsupported,
+    }
+}
+
+/// Whether `k` may come now, given the message in progress.
+pub(super) fn in_sequence(msg: &InMessage, k: Kind) -> bool {
+    let continues = |p: Position| matches!(p, Position::Middle | Position::Last);
+    match (msg, k) {
+        (InMessage::Send { .. }, Kind::Send(p)) => continues(p),
+        (InMessage::Write { .. }, Kind::Write(p)) => continues(p),
+        (InMessage::Idle, Kind::Send(p) | Kind::Write(p)) => !continues(p),
+        (InMessage::Idle, Kind::Read | Kind::Atomic) => true,
+        _ => false,
+    }
+}
+
+/// A failed request: NAK it, fail the receive in progress, go to ERR.
+fn fatal(qp: &mut Qp, sh: &mut Shared, psn: Psn, code: NakCode, recv_status: WcStatus) {
+    qp.resp.queue_nak(psn, AethSyndrome::Nak(code));
+    if let Some(wr) = qp.resp.take_message_recv() {
+        qp.complete_recv_error(sh, &wr, recv_status);
+    }
+    let qpn = qp.qpn;
+    sh.events.push_back(match code {
+        NakCode::RemoteAccessError => Event::QpAccessError { qpn },
+        _ => Event::QpRequestError { qpn },
+    });
+    qp.enter_error(sh);
+}
+
+pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload: &[u8]) {
+    let psn = repr.bth.psn;
+    let d = psn - qp.resp.psn;
+    if d > 0 {
+        sh.counters.inc(Counter::OutOfSeqRequest);
+        if !qp.resp.nak_sent {
+            qp.resp.nak_sent = true;
+            let expected = qp.resp.psn;
+            qp.resp.queue_nak(expected, AethSyndrome::Nak(NakCode::PsnSequenceError));
+        }
+        return;
+    }
+    let k = kind(repr.bth.opcode);
+    if d < 0 {
+        sh.counters.inc(Counter::DuplicateRequest);
+        duplicate(qp, sh, k, psn);
+        return;
+    }
+    qp.resp.nak_sent = false;
+    let allowed = match k {
+        Kind::Write(_) => AccessFlags::REMOTE_WRITE,
+        Kind::Read => AccessFlags::REMOTE_READ,
+        Kind::Atomic => AccessFlags::REMOTE_ATOMIC,
+        _ => AccessFlags::EMPTY,
+    };
+    // rxe answers an operation the QP does not enable as an invalid request.
+    if k == Kind::Unsupported || !in_sequence(&qp.resp.msg, k) || !qp.attr.qp_access_flags.contains(allowed) {
+        fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+        return;
+    }
+    match k {
+        Kind::Send(pos) => send(qp, sh, repr, pos, payload),
+        Kind::Write(pos) => write(qp, sh, repr, pos, payload),
+        Kind::Read => read(qp, sh, repr),
+        Kind::Atomic => atomic(qp, sh, repr),
+        Kind::Unsupported => {}
+    }
+}
+
+/// A request already executed: ACK again, or replay the READ / atomic result.
+fn duplicate(qp: &mut Qp, sh: &mut Shared, k: Kind, psn: Psn) {
+    match k {
+        Kind::Send(_) | Kind::Write(_) => {
+            let last = qp.resp.psn - 1;
+            qp.resp.queue_ack(sh, last);
+        }
+        Kind::Read => {
+            if let Some(res @ Resource { kind: ResourceKind::Read { .. }, .. }) = qp.resp.find_resource(psn) {
+                // A newer request for the same data replaces one not yet sent.
+                qp.resp
+                    .responses
+                    .retain(|r| !matches!(r, Response::Read { res: o, .. } if o.first_psn == res.first_psn));
+                qp.resp.responses.push_back(Response::Read { res, start: psn, next: psn });
+            }
+        }
+        Kind::Atomic => {
+            if let Some(Resource { kind: ResourceKind::Atomic { orig }, msn, first_psn, .. }) =
+                qp.resp.find_resource(psn)
+            {
+                if first_psn == psn {
+                    qp.resp.responses.push_back(Response::Atomic { psn, msn, orig });
+                }
+            }
+        }
+        Kind::Unsupported => {}
+    }
+}
+
+/// After an accepted packet: advance, count the message, ACK when asked.
+fn accepted(qp: &mut Qp, sh: &mut Shared, psn: Psn, ends_message: bool, ack_req: bool) {
+    qp.resp.psn = psn.next();
+    if ends_message {
+        qp.resp.next_msn();
+    }
+    if ack_req {
+        qp.resp.queue_ack(sh, psn);
+    }
+}
+
+fn rnr_nak(qp: &mut Qp, sh: &mut Shared, psn: Psn) {
+    sh.counters.inc(Counter::SendRnrErr);
+    qp.resp.queue_nak(psn, AethSyndrome::RnrNak { timer: qp.attr.min_rnr_timer });
+}
+
+fn send(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &[u8]) {
+    let psn = repr.bth.psn;
+    let mtu = qp.mtu(sh.port_mtu) as usize;
+    let full = matches!(pos, Position::First | Position::Middle);
+    if (full && payload.len() != mtu) || payload.len() > mtu {
+        fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+        return;
+    }
+    if matches!(pos, Position::First | Position::Only) {
+        let Some(wr) = qp.take_recv(sh) else {
+            rnr_nak(qp, sh, psn);
+            return;
+        };
+        qp.resp.msg = InMessage::Send { wr, offset: 0 };
+    }
+    let pd = qp.recv_pd(sh);
+    let InMessage::Send { wr, offset } = &mut qp.resp.msg else { unreachable!("in_sequence checked") };
+    if let Err(status) = sh.mrs.scatter(pd, &wr.sg_list, u64::from(*offset), payload) {
+        let code = match status {
+            WcStatus::LocLenErr => NakCode::InvalidRequest,
+            _ => NakCode::RemoteOperationalError,
+        };
+        fatal(qp, sh, psn, code, status);
+        return;
+    }
+    *offset += payload.len() as u32;
+    let last = matches!(pos, Position::Last | Position::Only);
+    if last {
+        let InMessage::Send { wr, offset } = core::mem::take(&mut qp.resp.msg) else { unreachable!() };
+        let mut wc = WorkCompletion::new(wr.wr_id, WcStatus::Success, WcOpcode::Recv, qp.qpn);
+        wc.byte_len = offset;
+        if let Some(imm) = repr.immdt {
+            wc.imm_data = imm.imm;
+            wc.wc_flags |= WcFlags::WITH_IMM;
+        }
+        if let Some(ieth) = repr.ieth {
+            wc.imm_data = ieth.rkey;
+            wc.wc_flags |= WcFlags::WITH_INV;
+            invalidate(qp, sh, ieth.rkey);
+        }
+        sh.complete(qp.init.recv_cq, wc);
+    }
+    accepted(qp, sh, psn, last, repr.bth.ack_req);
+}
+
+/// SEND_WITH_INV: the named region of this QP's PD stops accepting its key.
+fn invalidate(qp: &Qp, sh: &mut Shared, rkey: u32) {
+    if let Some(mr) = sh.mrs.get_mut(rkey) {
+        if mr.pd == qp.init.pd {
+            mr.valid = false;
+        }
+    }
+}
+
+fn write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &[u8]) {
+    let psn = repr.bth.psn;
+    let mtu = qp.mtu(sh.port_mtu) as usize;
+    if matches!(pos, Position::First | Position::Only) {
+        let Some(reth) = repr.reth else { return };
+        if check_rkey(qp, sh, reth.rkey, reth.va, reth.dma_len.into(), AccessFlags::REMOTE_WRITE).is_err() {
+            fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
+            return;
+        }
+        qp.resp.msg = InMessage::Write { reth, offset: 0 };
+    }
+    let InMessage::Write { reth, offset } = qp.resp.msg else { unreachable!("in_sequence checked") };
+    let left = (reth.dma_len - offset) as usize;
+    let last = matches!(pos, Position::Last | Position::Only);
+    let bad_len = if last { payload.len() != left } else { payload.len() != mtu || left <= mtu };
+    if bad_len || payload.len() > mtu {
+        fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+        return;
+    }
+    let with_imm = repr.immdt.is_some();
+    if with_imm && !qp.has_recv(sh) {
+        // The data of this packet lands when the retry comes.
+        rnr_nak(qp, sh, psn);
+        if pos == Position::Only {
+            qp.resp.msg = InMessage::Idle;
+        }
+        return;
+    }
+    if !payload.is_empty() {
+        sh.mrs.write_remote(reth.rkey, reth.va + u64::from(offset), payload);
+    }
+    qp.resp.msg = if last { InMessage::Idle } else { InMessage::Write { reth, offset: offset + payload.len() as u32 } };
+    if let (true, Some(imm)) = (last, repr.immdt) {
+        let wr = qp.take_recv(sh).expect("checked above");
+        let mut wc = WorkCompletion::new(wr.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, qp.qpn);
+        wc.byte_len = reth.dma_len;
+        wc.imm_data = imm.imm;
+        wc.wc_flags = WcFlags::WITH_IMM;
+        sh.complete(qp.init.recv_cq, wc);
+    }
+    accepted(qp, sh, psn, last, repr.bth.ack_req);
+}
+
+fn read(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr) {
+    let psn = repr.bth.psn;
+    let Some(reth) = repr.reth else { return };
+    if qp.attr.max_dest_rd_atomic == 0 {
+        fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+        return;
+    }
+    if check_rkey(qp, sh, reth.rkey, reth.va, reth.dma_len.into(), AccessFlags::REMOTE_READ).is_err() {
+        fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
+        return;
+    }
+    let npkts = reth.dma_len.div_ceil(qp.mtu(sh.port_mtu)).max(1);
+    let msn = qp.resp.next_msn();
+    let res = Resource { first_psn: psn, last_psn: psn + (npkts - 1), msn, kind: ResourceKind::Read { reth } };
+    qp.resp.add_resource(res, qp.attr.max_dest_rd_atomic);
+    qp.resp.responses.push_back(Response::Read { res, start: psn, next: psn });
+    qp.resp.psn = psn + npkts;
+}
+
+fn atomic(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr) {
+    let psn = repr.bth.psn;
+    let Some(a) = repr.atomic_eth else { return };
+    if qp.attr.max_dest_rd_atomic == 0 || a.va % 8 != 0 {
+        fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+        return;
+    }
+    if check_rkey(qp, sh, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC).is_err() {
+        fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
+        return;
+    }
+    let mut bytes = [0u8; 8];
+    sh.mrs.read_remote(a.rkey, a.va, &mut bytes);
+    let orig = u64::from_le_bytes(bytes);
+    let new = match repr.bth.opcode {
+        Opcode::RcCompareSwap if orig == a.compare => a.swap_add,
+        Opcode::RcCompareSwap => orig,
+        _ => orig.wrapping_add(a.swap_add),
+    };
+    sh.mrs.write_remote(a.rkey, a.va, &new.to_le_bytes());
+    let msn = qp.resp.next_msn();
+    let res = Resource { first_psn: psn, last_psn: psn, msn, kind: ResourceKind::Atomic { orig } };
+    qp.resp.add_resource(res, qp.attr.max_dest_rd_atomic);
+    qp.resp.responses.push_back(Response::Atomic { psn, msn, orig });
+    qp.resp.psn = psn.next();
+}

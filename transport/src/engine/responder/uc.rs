@@ -1,0 +1,116 @@
+//! The UC responder: no ACKs, no NAKs. A gap in PSNs or any error drops the
+//! rest of the message; the next FIRST or ONLY starts afresh. A receive WR
+//! taken by a dropped SEND serves the next message (as rxe).
+
+use super::rc::{in_sequence, kind, Kind};
+use super::{check_rkey, InMessage};
+use crate::engine::qp::Qp;
+use crate::engine::status::WcStatus;
+use crate::engine::verbs::{AccessFlags, WcFlags, WcOpcode, WorkCompletion};
+use crate::engine::{Counter, Shared};
+use crate::wire::{Position, RoceRepr};
+
+pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload: &[u8]) {
+    let psn = repr.bth.psn;
+    if psn != qp.resp.psn {
+        sh.counters.inc(Counter::OutOfSeqRequest);
+        drop_message(qp, sh);
+    }
+    qp.resp.psn = psn.next();
+    let k = kind(repr.bth.opcode);
+    let starts =
+        matches!(k, Kind::Send(Position::First | Position::Only) | Kind::Write(Position::First | Position::Only));
+    if starts {
+        drop_message(qp, sh);
+        qp.resp.drop_msg = false;
+    }
+    if qp.resp.drop_msg || !in_sequence(&qp.resp.msg, k) {
+        drop_message(qp, sh);
+        return;
+    }
+    let mtu = qp.mtu(sh.port_mtu) as usize;
+    let full =
+        matches!(k, Kind::Send(Position::First | Position::Middle) | Kind::Write(Position::First | Position::Middle));
+    if payload.len() > mtu || (full && payload.len() != mtu) {
+        drop_message(qp, sh);
+        return;
+    }
+    match k {
+        Kind::Send(pos) => send(qp, sh, repr, pos, payload),
+        Kind::Write(pos) => write(qp, sh, repr, pos, payload),
+        _ => drop_message(qp, sh),
+    }
+}
+
+/// Abandons the message in progress; its receive WR goes back to the queue.
+fn drop_message(qp: &mut Qp, sh: &mut Shared) {
+    qp.resp.drop_msg = true;
+    if let Some(wr) = qp.resp.take_message_recv() {
+        qp.untake_recv(sh, wr);
+    }
+}
+
+fn send(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &[u8]) {
+    if matches!(pos, Position::First | Position::Only) {
+        let Some(wr) = qp.take_recv(sh) else {
+            qp.resp.drop_msg = true;
+            return;
+        };
+        qp.resp.msg = InMessage::Send { wr, offset: 0 };
+    }
+    let pd = qp.recv_pd(sh);
+    let InMessage::Send { wr, offset } = &mut qp.resp.msg else { return };
+    if let Err(status) = sh.mrs.scatter(pd, &wr.sg_list, u64::from(*offset), payload) {
+        if let Some(wr) = qp.resp.take_message_recv() {
+            qp.complete_recv_error(sh, &wr, status);
+        }
+        qp.resp.drop_msg = true;
+        return;
+    }
+    *offset += payload.len() as u32;
+    if matches!(pos, Position::Last | Position::Only) {
+        let InMessage::Send { wr, offset } = core::mem::take(&mut qp.resp.msg) else { return };
+        let mut wc = WorkCompletion::new(wr.wr_id, WcStatus::Success, WcOpcode::Recv, qp.qpn);
+        wc.byte_len = offset;
+        if let Some(imm) = repr.immdt {
+            wc.imm_data = imm.imm;
+            wc.wc_flags = WcFlags::WITH_IMM;
+        }
+        sh.complete(qp.init.recv_cq, wc);
+        qp.resp.next_msn();
+    }
+}
+
+fn write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &[u8]) {
+    if matches!(pos, Position::First | Position::Only) {
+        let Some(reth) = repr.reth else { return };
+        if check_rkey(qp, sh, reth.rkey, reth.va, reth.dma_len.into(), AccessFlags::REMOTE_WRITE).is_err() {
+            qp.resp.drop_msg = true;
+            return;
+        }
+        qp.resp.msg = InMessage::Write { reth, offset: 0 };
+    }
+    let InMessage::Write { reth, offset } = qp.resp.msg else { return };
+    let left = (reth.dma_len - offset) as usize;
+    let last = matches!(pos, Position::Last | Position::Only);
+    let with_imm = repr.immdt.is_some();
+    if (last && payload.len() != left) || (!last && payload.len() >= left) || (last && with_imm && !qp.has_recv(sh)) {
+        drop_message(qp, sh);
+        return;
+    }
+    if !payload.is_empty() {
+        sh.mrs.write_remote(reth.rkey, reth.va + u64::from(offset), payload);
+    }
+    qp.resp.msg = if last { InMessage::Idle } else { InMessage::Write { reth, offset: offset + payload.len() as u32 } };
+    if let (true, Some(imm)) = (last, repr.immdt) {
+        let Some(wr) = qp.take_recv(sh) else { return };
+        let mut wc = WorkCompletion::new(wr.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, qp.qpn);
+        wc.byte_len = reth.dma_len;
+        wc.imm_data = imm.imm;
+        wc.wc_flags = WcFlags::WITH_IMM;
+        sh.complete(qp.init.recv_cq, wc);
+    }
+    if last {
+        qp.resp.next_msn();
+    }
+}

@@ -1,0 +1,297 @@
+//! The nouns of libibverbs as plain Rust values: work requests, completions,
+//! access and send flags. Numeric values are libibverbs' so they can be shown
+//! and compared with what a C verbs user sees.
+
+use super::status::WcStatus;
+use core::fmt;
+
+/// Defines a set of flags over an integer with libibverbs' bit values.
+macro_rules! flags {
+    ($(#[$m:meta])* $name:ident($ty:ty) { $($(#[$fm:meta])* $flag:ident = $v:expr,)+ }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+        pub struct $name(pub $ty);
+        impl $name {
+            pub const EMPTY: $name = $name(0);
+            $( $(#[$fm])* pub const $flag: $name = $name($v); )+
+            const NAMES: &'static [(&'static str, $ty)] = &[$((stringify!($flag), $v)),+];
+            pub const fn contains(self, other: $name) -> bool {
+                self.0 & other.0 == other.0
+            }
+            pub const fn bits(self) -> $ty {
+                self.0
+            }
+            pub const fn is_empty(self) -> bool {
+                self.0 == 0
+            }
+        }
+        impl core::ops::BitOr for $name {
+            type Output = $name;
+            fn bitor(self, o: $name) -> $name {
+                $name(self.0 | o.0)
+            }
+        }
+        impl core::ops::BitOrAssign for $name {
+            fn bitor_assign(&mut self, o: $name) {
+                self.0 |= o.0;
+            }
+        }
+        impl core::ops::BitAnd for $name {
+            type Output = $name;
+            fn bitand(self, o: $name) -> $name {
+                $name(self.0 & o.0)
+            }
+        }
+        impl core::ops::Not for $name {
+            type Output = $name;
+            fn not(self) -> $name {
+                $name(!self.0)
+            }
+        }
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                let mut first = true;
+                for (n, v) in Self::NAMES {
+                    if self.0 & v != 0 {
+                        if !first {
+                            f.write_str(" | ")?;
+                        }
+                        f.write_str(n)?;
+                        first = false;
+                    }
+                }
+                if first {
+                    f.write_str("EMPTY")?;
+                }
+                Ok(())
+            }
+        }
+    };
+}
+pub(crate) use flags;
+
+flags! {
+    /// Memory region and QP access flags (`enum ibv_access_flags`).
+    AccessFlags(u32) {
+        LOCAL_WRITE = 1 << 0,
+        REMOTE_WRITE = 1 << 1,
+        REMOTE_READ = 1 << 2,
+        REMOTE_ATOMIC = 1 << 3,
+        MW_BIND = 1 << 4,
+        ZERO_BASED = 1 << 5,
+        ON_DEMAND = 1 << 6,
+        HUGETLB = 1 << 7,
+        FLUSH_GLOBAL = 1 << 8,
+        FLUSH_PERSISTENT = 1 << 9,
+        RELAXED_ORDERING = 1 << 20,
+    }
+}
+
+flags! {
+    /// Send work request flags (`enum ibv_send_flags`).
+    SendFlags(u32) {
+        FENCE = 1 << 0,
+        SIGNALED = 1 << 1,
+        SOLICITED = 1 << 2,
+        INLINE = 1 << 3,
+        IP_CSUM = 1 << 4,
+    }
+}
+
+flags! {
+    /// Work completion flags (`enum ibv_wc_flags`).
+    WcFlags(u32) {
+        GRH = 1 << 0,
+        WITH_IMM = 1 << 1,
+        IP_CSUM_OK = 1 << 2,
+        WITH_INV = 1 << 3,
+    }
+}
+
+/// A 16-byte GID: an IPv6 address, or an IPv4-mapped one (`::ffff:a.b.c.d`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    /// The IPv4-mapped GID of `a.b.c.d`, as rxe's GID index 1.
+    pub const fn from_ipv4(ip: [u8; 4]) -> Gid {
+        Gid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ip[0], ip[1], ip[2], ip[3]])
+    }
+    /// The IPv4 address when this GID is IPv4-mapped.
+    pub fn ipv4(&self) -> Option<[u8; 4]> {
+        let b = &self.0;
+        if b[..10].iter().all(|&x| x == 0) && b[10] == 0xff && b[11] == 0xff {
+            Some([b[12], b[13], b[14], b[15]])
+        } else {
+            None
+        }
+    }
+}
+
+impl fmt::Debug for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Gid {
+    /// `0000:0000:0000:0000:0000:ffff:c612:000b`, as `ibv_devinfo -v` prints GIDs.
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        for (i, pair) in self.0.chunks(2).enumerate() {
+            if i > 0 {
+                f.write_str(":")?;
+            }
+            write!(f, "{:02x}{:02x}", pair[0], pair[1])?;
+        }
+        Ok(())
+    }
+}
+
+/// One scatter/gather element (`struct ibv_sge`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Sge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// Where a UD send goes (the address handle plus `wr.ud` of `ibv_send_wr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdDest {
+    pub dgid: Gid,
+    pub remote_qpn: u32,
+    /// When the most significant bit is set, the QP's own Q_Key is sent instead.
+    pub remote_qkey: u32,
+}
+
+/// The operation of a send work request, carrying its operands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WrOp {
+    Send,
+    SendWithImm { imm: u32 },
+    SendWithInv { invalidate_rkey: u32 },
+    RdmaWrite { remote_addr: u64, rkey: u32 },
+    RdmaWriteWithImm { remote_addr: u64, rkey: u32, imm: u32 },
+    RdmaRead { remote_addr: u64, rkey: u32 },
+    AtomicCmpSwp { remote_addr: u64, rkey: u32, compare: u64, swap: u64 },
+    AtomicFetchAdd { remote_addr: u64, rkey: u32, add: u64 },
+}
+
+impl WrOp {
+    /// The completion opcode a requester reports for this operation.
+    pub fn wc_opcode(self) -> WcOpcode {
+        match self {
+            WrOp::Send | WrOp::SendWithImm { .. } | WrOp::SendWithInv { .. } => WcOpcode::Send,
+            WrOp::RdmaWrite { .. } | WrOp::RdmaWriteWithImm { .. } => WcOpcode::RdmaWrite,
+            WrOp::RdmaRead { .. } => WcOpcode::RdmaRead,
+            WrOp::AtomicCmpSwp { .. } => WcOpcode::CompSwap,
+            WrOp::AtomicFetchAdd { .. } => WcOpcode::FetchAdd,
+        }
+    }
+    pub fn is_send(self) -> bool {
+        matches!(self, WrOp::Send | WrOp::SendWithImm { .. } | WrOp::SendWithInv { .. })
+    }
+    pub fn is_write(self) -> bool {
+        matches!(self, WrOp::RdmaWrite { .. } | WrOp::RdmaWriteWithImm { .. })
+    }
+    pub fn is_read(self) -> bool {
+        matches!(self, WrOp::RdmaRead { .. })
+    }
+    pub fn is_atomic(self) -> bool {
+        matches!(self, WrOp::AtomicCmpSwp { .. } | WrOp::AtomicFetchAdd { .. })
+    }
+    pub fn imm(self) -> Option<u32> {
+        match self {
+            WrOp::SendWithImm { imm } | WrOp::RdmaWriteWithImm { imm, .. } => Some(imm),
+            _ => None,
+        }
+    }
+    /// Remote address and rkey for RDMA and atomic operations.
+    pub fn remote(self) -> Option<(u64, u32)> {
+        match self {
+            WrOp::RdmaWrite { remote_addr, rkey }
+            | WrOp::RdmaWriteWithImm { remote_addr, rkey, .. }
+            | WrOp::RdmaRead { remote_addr, rkey }
+            | WrOp::AtomicCmpSwp { remote_addr, rkey, .. }
+            | WrOp::AtomicFetchAdd { remote_addr, rkey, .. } => Some((remote_addr, rkey)),
+            _ => None,
+        }
+    }
+}
+
+/// A send work request (`struct ibv_send_wr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendWr {
+    pub wr_id: u64,
+    pub sg_list: Vec<Sge>,
+    pub op: WrOp,
+    pub flags: SendFlags,
+    /// Destination of a UD send; ignored on RC and UC.
+    pub ud: Option<UdDest>,
+}
+
+impl SendWr {
+    /// A signaled work request with no UD destination.
+    pub fn new(wr_id: u64, op: WrOp, sg_list: Vec<Sge>) -> SendWr {
+        SendWr { wr_id, sg_list, op, flags: SendFlags::SIGNALED, ud: None }
+    }
+}
+
+/// A receive work request (`struct ibv_recv_wr`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RecvWr {
+    pub wr_id: u64,
+    pub sg_list: Vec<Sge>,
+}
+
+/// `enum ibv_wc_opcode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum WcOpcode {
+    Send = 0,
+    RdmaWrite = 1,
+    RdmaRead = 2,
+    CompSwap = 3,
+    FetchAdd = 4,
+    BindMw = 5,
+    LocalInv = 6,
+    Tso = 7,
+    Flush = 8,
+    AtomicWrite = 9,
+    Recv = 128,
+    RecvRdmaWithImm = 129,
+}
+
+/// A work completion (`struct ibv_wc`), a plain value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkCompletion {
+    pub wr_id: u64,
+    pub status: WcStatus,
+    pub opcode: WcOpcode,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    /// The immediate data (host order) when `wc_flags` has `WITH_IMM`; the
+    /// invalidated rkey when it has `WITH_INV`.
+    pub imm_data: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    pub wc_flags: WcFlags,
+    pub pkey_index: u16,
+}
+
+impl WorkCompletion {
+    pub(crate) fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32) -> WorkCompletion {
+        WorkCompletion {
+            wr_id,
+            status,
+            opcode,
+            vendor_err: 0,
+            byte_len: 0,
+            imm_data: 0,
+            qp_num,
+            src_qp: 0,
+            wc_flags: WcFlags::EMPTY,
+            pkey_index: 0,
+        }
+    }
+}

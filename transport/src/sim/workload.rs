@@ -1,0 +1,336 @@
+//! One cell of the test matrix: an operation of a given size over a given
+//! link, checked end to end (data byte-exact, every WR completed exactly once,
+//! in order, with the right status).
+
+use super::{connect, create_endpoint, Endpoint, LinkConfig, LinkStats, QpOptions, Sim};
+use crate::engine::{
+    AccessFlags, Engine, Mtu, QpType, RecvWr, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOp,
+    GRH_LEN,
+};
+use core::time::Duration;
+
+/// The operations of the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    Send,
+    SendWithImm,
+    SendWithInv,
+    Write,
+    WriteWithImm,
+    Read,
+    CmpSwap,
+    FetchAdd,
+}
+
+impl Op {
+    pub const ALL: [Op; 8] =
+        [Op::Send, Op::SendWithImm, Op::SendWithInv, Op::Write, Op::WriteWithImm, Op::Read, Op::CmpSwap, Op::FetchAdd];
+    pub fn is_atomic(self) -> bool {
+        matches!(self, Op::CmpSwap | Op::FetchAdd)
+    }
+    /// Whether the operation exists on `t`.
+    pub fn valid_on(self, t: QpType) -> bool {
+        match t {
+            QpType::Rc => true,
+            QpType::Uc => matches!(self, Op::Send | Op::SendWithImm | Op::Write | Op::WriteWithImm),
+            QpType::Ud => matches!(self, Op::Send | Op::SendWithImm),
+        }
+    }
+}
+
+/// What a cell measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// Payload bytes moved by successful WRs.
+    pub bytes: u64,
+    /// Virtual time from the first post to the last completion.
+    pub elapsed: Duration,
+    pub link: LinkStats,
+    /// UC and UD: messages the receiver got (the rest were lost).
+    pub delivered: usize,
+}
+
+const SRC: u64 = 0x1000_0000;
+const DST: u64 = 0x2000_0000;
+const MAX_STEPS: u64 = 20_000_000;
+const MAX_TIME: Duration = Duration::from_secs(3_000);
+
+/// A pattern that differs per message and per byte.
+fn pattern(msg: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(31).wrapping_add(msg as u32 * 7 + 1) as u8).collect()
+}
+
+fn mr(e: &mut Engine, ep: &Endpoint, addr: u64, bytes: Vec<u8>) -> u32 {
+    let access =
+        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+    e.reg_mr(ep.pd, addr, Box::new(bytes), access).expect("PD exists").lkey
+}
+
+fn read_mr(e: &Engine, key: u32, off: usize, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    e.mr(key).expect("registered").read(off, &mut out);
+    out
+}
+
+/// Runs `messages` WRs of `op` carrying `size` bytes from node 0 to node 1
+/// (READ: node 0 reads node 1's memory; atomics: two requester QPs add to one
+/// counter). Err says which check failed.
+pub fn run_op(
+    seed: u64,
+    link: LinkConfig,
+    qp_type: QpType,
+    mtu: Mtu,
+    op: Op,
+    size: usize,
+    messages: usize,
+) -> Result<Outcome, String> {
+    let mut sim = Sim::new(seed, link);
+    let mut o = QpOptions::new(qp_type, mtu);
+    if qp_type == QpType::Ud {
+        sim.engines[0] = Engine::new(crate::engine::EngineConfig { port_mtu: mtu, ..*sim.engines[0].config() });
+        sim.engines[1] = Engine::new(crate::engine::EngineConfig { port_mtu: mtu, ..*sim.engines[1].config() });
+    }
+    o.sq_sig_all = true;
+    if op.is_atomic() {
+        return run_atomics(&mut sim, &o, op, messages);
+    }
+    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
+    let b = create_endpoint(&mut sim.engines[1], &o, None, None);
+    connect(&mut sim, &a, &b, &o);
+    let total = size * messages;
+    let src_bytes: Vec<u8> = (0..messages).flat_map(|m| pattern(m, size)).collect();
+    // The data lives at the side it flows from: node 0, or node 1 for READ.
+    let (from, to) = if op == Op::Read { (1, 0) } else { (0, 1) };
+    let (ep_from, ep_to) = if op == Op::Read { (&b, &a) } else { (&a, &b) };
+    let src_key = mr(&mut sim.engines[from], ep_from, SRC, src_bytes.clone());
+    let dst_len = if qp_type == QpType::Ud { (GRH_LEN + size) * messages } else { total };
+    let dst_key = mr(&mut sim.engines[to], ep_to, DST, vec![0u8; dst_len.max(1)]);
+    let inv_keys: Vec<u32> = (0..messages).map(|_| mr(&mut sim.engines[1], &b, 0x3000_0000, vec![0u8; 8])).collect();
+    let recv_each = if qp_type == QpType::Ud { GRH_LEN + size } else { size };
+    let needs_recv = matches!(op, Op::Send | Op::SendWithImm | Op::SendWithInv | Op::WriteWithImm);
+    if needs_recv {
+        for m in 0..messages {
+            let sge = Sge { addr: DST + (m * recv_each) as u64, length: recv_each as u32, lkey: dst_key };
+            let sg_list = if recv_each == 0 || op == Op::WriteWithImm { vec![] } else { vec![sge] };
+            sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 1000 + m as u64, sg_list }).map_err(|e| e.to_string())?;
+        }
+    }
+    for (m, &inv_key) in inv_keys.iter().enumerate() {
+        let off = (m * size) as u64;
+        let local = if op == Op::Read {
+            Sge { addr: DST + off, length: size as u32, lkey: dst_key }
+        } else {
+            Sge { addr: SRC + off, length: size as u32, lkey: src_key }
+        };
+        let remote_addr = if op == Op::Read { SRC + off } else { DST + off };
+        let rkey = if op == Op::Read { src_key } else { dst_key };
+        let wr_op = match op {
+            Op::Send => WrOp::Send,
+            Op::SendWithImm => WrOp::SendWithImm { imm: 0xabc0_0000 + m as u32 },
+            Op::SendWithInv => WrOp::SendWithInv { invalidate_rkey: inv_key },
+            Op::Write => WrOp::RdmaWrite { remote_addr, rkey },
+            Op::WriteWithImm => WrOp::RdmaWriteWithImm { remote_addr, rkey, imm: 0xabc0_0000 + m as u32 },
+            Op::Read => WrOp::RdmaRead { remote_addr, rkey },
+            Op::CmpSwap | Op::FetchAdd => unreachable!("atomics run apart"),
+        };
+        let mut wr = SendWr::new(m as u64, wr_op, if size == 0 { vec![] } else { vec![local] });
+        if qp_type == QpType::Ud {
+            wr.ud = Some(UdDest { dgid: sim.gids[1], remote_qpn: b.qpn, remote_qkey: o.qkey });
+        }
+        sim.engines[0].post_send(a.qpn, wr).map_err(|e| e.to_string())?;
+    }
+    let lossy = qp_type != QpType::Rc;
+    let start = sim.now;
+    let mut sent: Vec<WorkCompletion> = Vec::new();
+    let mut recvd: Vec<WorkCompletion> = Vec::new();
+    let done = sim.run_until(MAX_STEPS, MAX_TIME, |s| {
+        drain(&mut s.engines[0], a.send_cq, &mut sent);
+        drain(&mut s.engines[1], b.recv_cq, &mut recvd);
+        sent.len() >= messages && (lossy || !needs_recv || recvd.len() >= messages)
+    });
+    if !done {
+        return Err(format!("not done: {} of {messages} send completions, {} receives", sent.len(), recvd.len()));
+    }
+    let elapsed = sim.now - start;
+    if lossy {
+        // Let stragglers arrive before counting what was delivered.
+        sim.run_until(MAX_STEPS, Duration::from_millis(50), |_| false);
+        drain(&mut sim.engines[1], b.recv_cq, &mut recvd);
+    }
+    check_send_completions(&sent, messages, op, size)?;
+    let ud_too_big = qp_type == QpType::Ud && size > mtu.bytes() as usize;
+    let delivered =
+        if needs_recv { check_receives(&recvd, messages, op, size, lossy, ud_too_big, &inv_keys)? } else { messages };
+    check_data(&sim, op, qp_type, size, messages, to, dst_key, &src_bytes, &recvd)?;
+    Ok(Outcome { bytes: (delivered * size) as u64, elapsed, link: sim.stats, delivered })
+}
+
+fn drain(e: &mut Engine, cq: crate::engine::CqHandle, out: &mut Vec<WorkCompletion>) {
+    while let Some(wc) = e.poll_cq(cq) {
+        out.push(wc);
+    }
+}
+
+fn check_send_completions(sent: &[WorkCompletion], messages: usize, op: Op, size: usize) -> Result<(), String> {
+    if sent.len() != messages {
+        return Err(format!("{} send completions for {messages} WRs", sent.len()));
+    }
+    for (i, wc) in sent.iter().enumerate() {
+        if wc.wr_id != i as u64 || wc.status != WcStatus::Success {
+            return Err(format!("send completion {i}: {wc:?}"));
+        }
+        let opcode = match op {
+            Op::Write | Op::WriteWithImm => WcOpcode::RdmaWrite,
+            Op::Read => WcOpcode::RdmaRead,
+            _ => WcOpcode::Send,
+        };
+        if wc.opcode != opcode || wc.byte_len != size as u32 {
+            return Err(format!("send completion {i}: opcode/length {wc:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks receive completions; returns how many messages were delivered.
+fn check_receives(
+    recvd: &[WorkCompletion],
+    messages: usize,
+    op: Op,
+    size: usize,
+    lossy: bool,
+    ud_too_big: bool,
+    inv_keys: &[u32],
+) -> Result<usize, String> {
+    if ud_too_big {
+        return if recvd.is_empty() { Ok(0) } else { Err("UD message above the MTU was received".into()) };
+    }
+    if (!lossy && recvd.len() != messages) || recvd.len() > messages {
+        return Err(format!("{} receive completions for {messages} messages", recvd.len()));
+    }
+    let mut last_id = None;
+    for wc in recvd {
+        if wc.status != WcStatus::Success {
+            return Err(format!("receive completion {wc:?}"));
+        }
+        // UC/UD may lose messages, but receives still complete in order.
+        if last_id.is_some_and(|l| wc.wr_id <= l) {
+            return Err(format!("receive completions out of order: {recvd:?}"));
+        }
+        last_id = Some(wc.wr_id);
+        let m = (wc.wr_id - 1000) as usize;
+        let want_len = if wc.wc_flags.contains(WcFlags::GRH) { size + GRH_LEN } else { size };
+        if wc.byte_len as usize != want_len {
+            return Err(format!("receive byte_len {} for {want_len}", wc.byte_len));
+        }
+        let imm = matches!(op, Op::SendWithImm | Op::WriteWithImm);
+        if imm && (!wc.wc_flags.contains(WcFlags::WITH_IMM) || wc.imm_data != 0xabc0_0000 + m as u32) {
+            return Err(format!("immediate missing: {wc:?}"));
+        }
+        if op == Op::SendWithInv && (!wc.wc_flags.contains(WcFlags::WITH_INV) || wc.imm_data != inv_keys[m]) {
+            return Err(format!("invalidate missing: {wc:?}"));
+        }
+    }
+    Ok(recvd.len())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_data(
+    sim: &Sim,
+    op: Op,
+    qp_type: QpType,
+    size: usize,
+    messages: usize,
+    to: usize,
+    dst_key: u32,
+    src: &[u8],
+    recvd: &[WorkCompletion],
+) -> Result<(), String> {
+    let e = &sim.engines[to];
+    if qp_type == QpType::Rc {
+        let got = read_mr(e, dst_key, 0, size * messages);
+        return if got == src { Ok(()) } else { Err(first_difference(&got, src)) };
+    }
+    if op == Op::Write {
+        // UC WRITE tells the receiver nothing, and a dropped one may have
+        // landed in part: only a link that lost nothing promises the data.
+        let s = sim.stats;
+        if s.lost + s.dropped_corrupt + s.reordered + s.dropped_mtu == 0 {
+            let got = read_mr(e, dst_key, 0, size * messages);
+            return if got == src { Ok(()) } else { Err(first_difference(&got, src)) };
+        }
+        return Ok(());
+    }
+    // Lossy transports: every delivered message is exact.
+    let each = if qp_type == QpType::Ud { GRH_LEN + size } else { size };
+    for wc in recvd {
+        let m = (wc.wr_id - 1000) as usize;
+        let skip = if qp_type == QpType::Ud { GRH_LEN } else { 0 };
+        let got = read_mr(e, dst_key, m * each + skip, size);
+        if got != src[m * size..(m + 1) * size] {
+            return Err(format!("message {m}: {}", first_difference(&got, &src[m * size..(m + 1) * size])));
+        }
+    }
+    Ok(())
+}
+
+fn first_difference(got: &[u8], want: &[u8]) -> String {
+    let i = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+    format!("data differs at byte {i} of {} (got {:?}, want {:?})", want.len(), got.get(i), want.get(i))
+}
+
+/// `messages` atomics from two requester QPs on node 0 to one counter on
+/// node 1. FETCH_ADD: the counter ends at exactly `messages` and the fetched
+/// values are `0..messages`, each once. CMP_SWAP: a chain of swaps 0->1->2...
+fn run_atomics(sim: &mut Sim, o: &QpOptions, op: Op, messages: usize) -> Result<Outcome, String> {
+    let pd1 = sim.engines[1].alloc_pd();
+    let pd0 = sim.engines[0].alloc_pd();
+    let req: Vec<Endpoint> = (0..2).map(|_| create_endpoint(&mut sim.engines[0], o, Some(pd0), None)).collect();
+    let resp: Vec<Endpoint> = (0..2).map(|_| create_endpoint(&mut sim.engines[1], o, Some(pd1), None)).collect();
+    for (a, b) in req.iter().zip(&resp) {
+        connect(sim, a, b, o);
+    }
+    let counter = mr(&mut sim.engines[1], &resp[0], DST, vec![0u8; 8]);
+    let results = mr(&mut sim.engines[0], &req[0], SRC, vec![0u8; 8 * messages]);
+    // CMP_SWAP runs on one QP so the chain is ordered; FETCH_ADD alternates.
+    for m in 0..messages {
+        let qp = if op == Op::FetchAdd { m % 2 } else { 0 };
+        let wr_op = match op {
+            Op::FetchAdd => WrOp::AtomicFetchAdd { remote_addr: DST, rkey: counter, add: 1 },
+            _ => WrOp::AtomicCmpSwp { remote_addr: DST, rkey: counter, compare: m as u64, swap: m as u64 + 1 },
+        };
+        let sge = Sge { addr: SRC + 8 * m as u64, length: 8, lkey: results };
+        sim.engines[0].post_send(req[qp].qpn, SendWr::new(m as u64, wr_op, vec![sge])).map_err(|e| e.to_string())?;
+    }
+    let mut sent = [Vec::new(), Vec::new()];
+    let start = sim.now;
+    let done = sim.run_until(MAX_STEPS, MAX_TIME, |s| {
+        for (i, ep) in req.iter().enumerate() {
+            drain(&mut s.engines[0], ep.send_cq, &mut sent[i]);
+        }
+        sent[0].len() + sent[1].len() >= messages
+    });
+    if !done {
+        return Err(format!("atomics not done: {} + {} of {messages}", sent[0].len(), sent[1].len()));
+    }
+    for (i, wcs) in sent.iter().enumerate() {
+        for (n, wc) in wcs.iter().enumerate() {
+            let want_id = if op == Op::FetchAdd { (2 * n + i) as u64 } else { n as u64 };
+            if wc.status != WcStatus::Success || wc.wr_id != want_id || wc.byte_len != 8 {
+                return Err(format!("atomic completion on QP {i}: {wc:?}"));
+            }
+        }
+    }
+    let final_value = u64::from_le_bytes(read_mr(&sim.engines[1], counter, 0, 8).try_into().expect("8 bytes"));
+    if final_value != messages as u64 {
+        return Err(format!("counter is {final_value} after {messages} atomics"));
+    }
+    let mut fetched: Vec<u64> = read_mr(&sim.engines[0], results, 0, 8 * messages)
+        .chunks(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    fetched.sort_unstable();
+    if fetched != (0..messages as u64).collect::<Vec<_>>() {
+        return Err(format!("fetched values {fetched:?}"));
+    }
+    Ok(Outcome { bytes: 8 * messages as u64, elapsed: sim.now - start, link: sim.stats, delivered: messages })
+}
