@@ -247,3 +247,13 @@ fn dump_live(iface: &str, args: &DumpArgs, dumper: &mut Dumper) -> Result<(), St
     }
     Ok(())
 }
+
+/// Everything `dump` does with one frame, for fuzzers: the first byte picks the
+/// link type and whether to print verbosely. Must never panic.
+pub fn fuzz_one(data: &[u8]) {
+    let Some((&select, frame)) = data.split_first() else { return };
+    let links = [LinkType::Ethernet, LinkType::RawIp, LinkType::LinuxSll, LinkType::LinuxSll2];
+    let mut dumper = Dumper::new(select & 0x80 != 0);
+    let mut text = String::new();
+    dumper.frame(links[usize::from(select) % links.len()], Duration::ZERO, frame, &mut text);
+}

@@ -293,6 +293,43 @@ impl RoceRepr {
 }
 
 impl RoceRepr {
+    /// A packet of opcode `op` to QP 0x12 with every header its opcode calls for,
+    /// filled with recognisable values: for tests, examples and teaching.
+    pub fn example(op: Opcode, psn: crate::Psn) -> RoceRepr {
+        let mut r = RoceRepr::new(BthRepr::new(op, 0x12, psn));
+        let h = op.headers().unwrap_or(ExtHeaders::NONE);
+        let has = |x| h.contains(x);
+        if has(ExtHeaders::DETH) {
+            r.deth = Some(DethRepr { qkey: 0x1111_1111, src_qp: 0x34, reserved: 0 });
+        }
+        if has(ExtHeaders::FETH) {
+            r.feth = Some(FethRepr { selectivity: 1, placement: 1, reserved: 0 });
+        }
+        if has(ExtHeaders::RETH) {
+            r.reth = Some(RethRepr { va: 0x7f00_1234_5000, rkey: 0x1ec0, dma_len: 4096 });
+        }
+        if has(ExtHeaders::ATOMIC_ETH) {
+            r.atomic_eth = Some(AtomicEthRepr { va: 0x7f00_1234_6000, rkey: 0x1ec1, swap_add: 3, compare: 4 });
+        }
+        if has(ExtHeaders::IMMDT) {
+            r.immdt = Some(ImmDtRepr { imm: 0x0102_0304 });
+        }
+        if has(ExtHeaders::IETH) {
+            r.ieth = Some(IethRepr { rkey: 0x1ec2 });
+        }
+        if has(ExtHeaders::AETH) {
+            r.aeth = Some(AethRepr { syndrome: AethSyndrome::Ack { credits: 31 }, msn: 9 });
+        }
+        if has(ExtHeaders::ATOMIC_ACK_ETH) {
+            r.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: 42 });
+        }
+        if has(ExtHeaders::CNP) {
+            r.cnp = Some(CnpRepr { reserved: [0; 16] });
+            r.bth.becn = true;
+        }
+        r
+    }
+
     /// The extension headers present, in wire order, as displayable values.
     pub fn ext_displays(&self) -> impl Iterator<Item = &dyn fmt::Display> {
         let parts: [Option<&dyn fmt::Display>; 9] = [
@@ -325,47 +362,13 @@ mod test {
     use super::*;
     use crate::Psn;
 
-    fn sample(op: Opcode) -> RoceRepr {
-        let mut r = RoceRepr::new(BthRepr::new(op, 0x12, Psn::new(0xabcdef)));
-        let h = op.headers().unwrap();
-        let has = |x| h.contains(x);
-        if has(ExtHeaders::DETH) {
-            r.deth = Some(DethRepr { qkey: 0x1111_1111, src_qp: 0x34, reserved: 0 });
-        }
-        if has(ExtHeaders::FETH) {
-            r.feth = Some(FethRepr { selectivity: 1, placement: 1, reserved: 0 });
-        }
-        if has(ExtHeaders::RETH) {
-            r.reth = Some(RethRepr { va: 0x1000, rkey: 0x55, dma_len: 7 });
-        }
-        if has(ExtHeaders::ATOMIC_ETH) {
-            r.atomic_eth = Some(AtomicEthRepr { va: 0x2000, rkey: 0x66, swap_add: 3, compare: 4 });
-        }
-        if has(ExtHeaders::IMMDT) {
-            r.immdt = Some(ImmDtRepr { imm: 0x0102_0304 });
-        }
-        if has(ExtHeaders::IETH) {
-            r.ieth = Some(IethRepr { rkey: 0x77 });
-        }
-        if has(ExtHeaders::AETH) {
-            r.aeth = Some(AethRepr { syndrome: AethSyndrome::Ack { credits: 31 }, msn: 9 });
-        }
-        if has(ExtHeaders::ATOMIC_ACK_ETH) {
-            r.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: 42 });
-        }
-        if has(ExtHeaders::CNP) {
-            r.cnp = Some(CnpRepr { reserved: [0; 16] });
-        }
-        r
-    }
-
     #[test]
     fn every_opcode_round_trips() {
         for &op in Opcode::ALL {
             for len in [0usize, 1, 2, 3, 4, 5, 255] {
                 let payload: Vec<u8> = (0..len as u8).collect();
                 let payload = if op.has_payload() { &payload[..] } else { &[][..] };
-                let mut repr = sample(op);
+                let mut repr = RoceRepr::example(op, Psn::new(0xabcdef));
                 repr.bth.pad_count = pad_for(payload.len()) as u8 * u8::from(op.has_payload());
                 let mut buf = vec![0xa5u8; repr.buffer_len(payload.len())];
                 repr.emit(&mut buf, payload);
@@ -381,7 +384,7 @@ mod test {
 
     #[test]
     fn short_and_inconsistent() {
-        let repr = sample(Opcode::RcWriteOnly);
+        let repr = RoceRepr::example(Opcode::RcWriteOnly, Psn::new(1));
         let mut buf = vec![0u8; repr.buffer_len(5)];
         repr.emit(&mut buf, &[1, 2, 3, 4, 5]);
         // Shorter than BTH + RETH + ICRC: truncated. Longer: a shorter write,
@@ -400,7 +403,7 @@ mod test {
         bad[1] |= 0x30;
         assert_eq!(RocePacket::new_checked(&bad[..]).unwrap_err(), Error::Malformed);
         // Data after an ACK.
-        let ack = sample(Opcode::RcAck);
+        let ack = RoceRepr::example(Opcode::RcAck, Psn::new(1));
         let mut buf = vec![0u8; ack.buffer_len(0) + 4];
         ack.emit_headers(&mut buf[..ack.buffer_len(0)], 0);
         assert_eq!(RocePacket::new_checked(&buf[..]).unwrap_err(), Error::Malformed);

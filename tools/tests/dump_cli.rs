@@ -1,0 +1,190 @@
+//! `uroce dump` as a user runs it: verdicts and exit codes on the golden
+//! captures, errors for bad input, and live capture inside a network namespace
+//! the test creates (root only; it says why when it skips).
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn uroce() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_uroce"))
+}
+
+fn capture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/captures").join(name)
+}
+
+fn dump(args: &[&str]) -> (i32, String, String) {
+    let out: Output = uroce().arg("dump").args(args).output().unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    (code, String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn check_passes_on_every_capture_of_rxe() {
+    for name in
+        ["atomic.pcap", "rc_send_recv.pcap", "rdma_cm_rping.pcap", "rdma_read.pcap", "rdma_write.pcap", "ud_send.pcap"]
+    {
+        let (code, out, err) = dump(&["--check", capture(name).to_str().unwrap()]);
+        assert_eq!(code, 0, "{name}: {err}");
+        let last = out.lines().last().unwrap();
+        assert!(last.ends_with("ICRC bad, 0 malformed") && last.contains(" 0 ICRC bad"), "{name}: {last}");
+    }
+}
+
+#[test]
+fn check_fails_on_the_corrupted_icrc() {
+    let (code, out, _) = dump(&["--check", capture("host_probe_afpacket.pcap").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(out.lines().last().unwrap(), "7 frames, 5 RoCEv2, 4 ICRC ok, 1 ICRC bad, 0 malformed");
+    let bad: Vec<&str> = out.lines().filter(|l| l.contains("ICRC BAD")).collect();
+    assert_eq!(bad.len(), 1);
+    assert!(bad[0].starts_with("    5 "), "{}", bad[0]);
+    // Without --check the verdicts are printed and the exit is 0.
+    assert_eq!(dump(&[capture("host_probe_afpacket.pcap").to_str().unwrap()]).0, 0);
+}
+
+#[test]
+fn lines_show_the_fields_that_matter() {
+    let (_, out, _) = dump(&[capture("rdma_write.pcap").to_str().unwrap()]);
+    let first = out.lines().next().unwrap();
+    assert!(first.contains("198.18.0.11 > 198.18.0.12 RC_RDMA_WRITE_FIRST QP=0x"), "{first}");
+    assert!(first.contains(" RETH va=0x") && first.contains(" rkey=0x") && first.contains(" len=4096"), "{first}");
+    assert!(out.contains("RC_ACKNOWLEDGE") && out.contains("AETH ACK credits=31 MSN="));
+    let (_, ud, _) = dump(&[capture("ud_send.pcap").to_str().unwrap()]);
+    assert!(ud.lines().next().unwrap().contains("DETH qkey=0x11111111 srcQP=0x"));
+    let (_, atomic, _) = dump(&[capture("atomic.pcap").to_str().unwrap()]);
+    assert!(atomic.contains("AtomicETH va=0x") && atomic.contains("AtomicAckETH orig=0x"));
+}
+
+#[test]
+fn verbose_explains_every_header() {
+    let (code, out, _) = dump(&["-V", capture("rdma_read.pcap").to_str().unwrap()]);
+    assert_eq!(code, 0);
+    for needle in
+        ["Ethernet  dst", "IPv4      198.18.0.", "UDP       port", "BTH       opcode 0x0c RC_RDMA_READ_REQUEST"]
+    {
+        assert!(out.contains(needle), "missing {needle:?}");
+    }
+    for needle in
+        ["partition key 0xffff", "RETH      virtual address 0x", "AETH      syndrome 0x1f = ACK", "ICRC      0x"]
+    {
+        assert!(out.contains(needle), "missing {needle:?}");
+    }
+}
+
+#[test]
+fn bad_input_is_an_error_message_not_a_panic() {
+    let dir = std::env::temp_dir().join(format!("uroce-dump-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let whole = std::fs::read(capture("atomic.pcap")).unwrap();
+    let cut = dir.join("cut.pcap");
+    std::fs::write(&cut, &whole[..1000]).unwrap();
+    let (code, out, err) = dump(&["--check", cut.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("truncated in record 10"), "{err}");
+    assert!(out.ends_with("9 frames, 9 RoCEv2, 9 ICRC ok, 0 ICRC bad, 0 malformed\n"), "{out}");
+
+    let text = dir.join("text.pcap");
+    std::fs::write(&text, "hello, not a capture").unwrap();
+    let (code, _, err) = dump(&[text.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a pcap file"), "{err}");
+    let (code, _, err) = dump(&[dir.join("absent.pcap").to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("No such file"), "{err}");
+    let (code, _, err) = dump(&[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("FILE.pcap") || err.contains("--interface"), "{err}");
+    let (code, _, err) = dump(&["-i", "uroce-no-such-if0", "-c", "1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no interface named"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A network namespace with a veth pair, deleted on drop.
+struct Netns(String);
+
+impl Netns {
+    fn create() -> Option<Netns> {
+        let name = format!("uroce-dump-{}", std::process::id());
+        let ok = |args: &[&str]| Command::new("ip").args(args).status().is_ok_and(|s| s.success());
+        if !ok(&["netns", "add", &name]) {
+            return None;
+        }
+        let ns = Netns(name.clone());
+        let steps: [&[&str]; 3] = [
+            &["-n", &name, "link", "add", "v0", "type", "veth", "peer", "name", "v1"],
+            &["-n", &name, "link", "set", "v0", "up"],
+            &["-n", &name, "link", "set", "v1", "up"],
+        ];
+        steps.iter().all(|s| ok(s)).then_some(ns)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+const INJECT: &str = r#"
+import socket, struct, sys
+data = open(sys.argv[1], 'rb').read()
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(('v1', 0))
+off = 24
+while off + 16 <= len(data):
+    incl = struct.unpack('<I', data[off + 8:off + 12])[0]
+    s.send(data[off + 16:off + 16 + incl])
+    off += 16 + incl
+"#;
+
+#[test]
+fn live_capture_in_a_namespace() {
+    if is_root().is_none() {
+        println!("SKIP: live capture needs root (CAP_NET_RAW, CAP_NET_ADMIN for a namespace); CI runs it as root");
+        return;
+    }
+    if Command::new("python3").arg("--version").output().is_err() {
+        println!("SKIP: python3 (used to inject frames) is not installed");
+        return;
+    }
+    let Some(ns) = Netns::create() else {
+        println!("SKIP: could not create a network namespace with `ip netns add` (iproute2 missing?)");
+        return;
+    };
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &ns.0])
+        .arg(env!("CARGO_BIN_EXE_uroce"))
+        .args(["dump", "-i", "v0", "-c", "5", "--duration", "30", "--check"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Inject until the capture has seen its five RoCE frames (bounded).
+    let start = Instant::now();
+    let pcap = capture("host_probe_afpacket.pcap");
+    let six_good = capture("rdma_write.pcap");
+    let mut injections = 0;
+    while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(25) && injections < 20 {
+        let _ = Command::new("ip")
+            .args(["netns", "exec", &ns.0, "python3", "-c", INJECT])
+            .arg(if injections == 0 { &pcap } else { &six_good })
+            .status();
+        injections += 1;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(last.contains("5 RoCEv2, 4 ICRC ok, 1 ICRC bad"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "--check must fail on the corrupted frame");
+}
+
+/// `Some(())` when running as root (read from /proc, no unsafe needed).
+fn is_root() -> Option<()> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let uid = status.lines().find(|l| l.starts_with("Uid:"))?.split_whitespace().nth(1)?.to_string();
+    (uid == "0").then_some(())
+}
