@@ -4,6 +4,7 @@
 //! This crate knows nothing about queue pairs.
 
 pub mod frame;
+pub mod link;
 pub mod live;
 pub mod pcap;
 mod sys;

@@ -1,0 +1,200 @@
+//! Links: how uroce's RoCEv2 datagrams reach a wire.
+//!
+//! The unit at the [`Link`] interface is a RoCEv2 datagram: the UDP payload
+//! from the BTH to the ICRC, plus the peer's IP address and the UDP source port.
+//! A link builds whatever lies under it (a kernel UDP socket's header, or
+//! Ethernet/IPv4/IPv6/UDP on a raw link), **computes the ICRC on transmit**
+//! (it is the one that knows the IP header: callers leave the 4 ICRC bytes as
+//! zero) and **verifies it on receive** where it can, counting and dropping bad
+//! packets.
+//!
+//! Links: [`udp::UdpLink`] (kernel UDP socket, unprivileged),
+//! [`packet::PacketLink`] (AF_PACKET on an existing interface) and
+//! [`tap::TapLink`] (a TAP device). Middleware wraps any link:
+//! [`capture::Capture`] writes a pcap file, [`impair::Impair`] loses, duplicates,
+//! reorders, corrupts and delays from a seed. [`spec::DeviceSpec`] parses the
+//! `-d` device names and opens the link.
+
+use crate::pcap::LinkType;
+use core::fmt;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+pub mod capture;
+mod ether;
+pub mod gid;
+pub mod impair;
+pub mod neighbour;
+pub mod netns;
+pub mod packet;
+pub mod spec;
+pub mod tap;
+pub mod udp;
+
+pub use capture::Capture;
+pub use gid::{Gid, GidTable, IbMtu};
+pub use impair::{Impair, ImpairConfig};
+pub use spec::{DeviceSpec, LinkError};
+
+/// A RoCEv2 datagram to send.
+#[derive(Debug, Clone, Copy)]
+pub struct TxDatagram<'a> {
+    /// The peer: IPv4, or IPv6 (an IPv4-mapped IPv6 address is sent as IPv4).
+    pub peer: IpAddr,
+    /// The UDP source port the engine chose for the QP (rxe's flow hash).
+    pub src_port: u16,
+    /// BTH .. ICRC; the last 4 bytes (the ICRC) are written by the link.
+    pub roce: &'a [u8],
+}
+
+/// How far a received datagram's integrity was checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Integrity {
+    /// The ICRC was checked over the exact packet as it came off the wire.
+    Icrc,
+    /// The ICRC was checked over every covered field but the IPv4
+    /// Identification, which a kernel UDP socket hides: it matched exactly one
+    /// Identification value, given here. A random corruption passes with
+    /// probability 2^-16 instead of 2^-32.
+    IcrcButIpId { ident: u16 },
+    /// Not checked.
+    Unchecked,
+}
+
+/// A received RoCEv2 datagram (bad ICRCs never reach the caller).
+#[derive(Debug, Clone, Copy)]
+pub struct RxDatagram<'a> {
+    /// The sender's IP address (IPv4 for IPv4 packets).
+    pub peer: IpAddr,
+    /// The sender's UDP source port.
+    pub src_port: u16,
+    /// The address it was sent to.
+    pub local: IpAddr,
+    /// BTH .. ICRC.
+    pub roce: &'a [u8],
+    pub integrity: Integrity,
+}
+
+/// Which way a frame went, for capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Rx,
+    Tx,
+}
+
+/// Receives every frame a link puts on or takes off its wire, exactly as
+/// there (for a udp link: the IP packet the kernel sends or received), in the
+/// format of [`Link::frame_type`].
+pub type FrameSink = Box<dyn FnMut(Direction, &[u8]) + Send>;
+
+/// Counters of one link. `*_max_batch` are the largest batches a single
+/// system call moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_syscalls: u64,
+    pub tx_max_batch: u64,
+    /// Datagrams that could not be sent (no route, wrong family, too big,
+    /// unresolved neighbour, full queue).
+    pub tx_dropped: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_syscalls: u64,
+    pub rx_max_batch: u64,
+    /// Dropped: ICRC wrong.
+    pub rx_icrc_bad: u64,
+    /// Delivered without a full ICRC check (see [`Integrity`]).
+    pub rx_icrc_partial: u64,
+    /// Dropped: malformed RoCEv2 frames or truncated datagrams.
+    pub rx_malformed: u64,
+    /// Frames that were not RoCEv2 for us (other traffic, ARP, ND...).
+    pub rx_other: u64,
+    pub arp_requests_sent: u64,
+    pub arp_replies_sent: u64,
+    pub nd_solicits_sent: u64,
+    pub nd_adverts_sent: u64,
+}
+
+/// What a link is: its addresses, MTU and GID table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// `udp`, `packet` or `tap`.
+    pub kind: &'static str,
+    /// The device spec it was opened from, e.g. `udp:127.0.0.1`.
+    pub name: String,
+    /// The interface underneath, if any.
+    pub ifname: Option<String>,
+    pub mac: Option<[u8; 6]>,
+    pub ipv4: Option<Ipv4Addr>,
+    /// IPv6 addresses, link-local first.
+    pub ipv6: Vec<Ipv6Addr>,
+    /// The IP MTU of the link (bytes of IP packet).
+    pub mtu: usize,
+    /// The RoCE path MTU: the largest IB MTU that fits in `mtu`, or the override.
+    pub path_mtu: IbMtu,
+    pub gids: GidTable,
+}
+
+/// A wire for RoCEv2 datagrams, moved in batches.
+pub trait Link: Send {
+    /// Sends a batch. Every datagram is consumed: put on the wire, queued
+    /// (a raw link waiting for its neighbour) or dropped and counted in
+    /// [`LinkStats::tx_dropped`]. Returns how many went on the wire now.
+    /// Errors are failures of the link itself, not of one datagram.
+    fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize>;
+
+    /// Waits up to `timeout` for datagrams, then hands each one of the batch
+    /// received to `f`; returns how many. Also runs the link's timers
+    /// (neighbour resolution), so call it regularly.
+    fn recv(&mut self, timeout: Duration, f: &mut dyn FnMut(&RxDatagram<'_>)) -> io::Result<usize>;
+
+    fn info(&self) -> &LinkInfo;
+
+    fn stats(&self) -> LinkStats;
+
+    /// The pcap link type of the frames given to a [`FrameSink`].
+    fn frame_type(&self) -> LinkType;
+
+    /// Installs (or removes) the sink that sees every frame. Used by [`Capture`].
+    fn set_frame_sink(&mut self, sink: Option<FrameSink>);
+}
+
+impl<L: Link + ?Sized> Link for Box<L> {
+    fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
+        (**self).send(batch)
+    }
+    fn recv(&mut self, timeout: Duration, f: &mut dyn FnMut(&RxDatagram<'_>)) -> io::Result<usize> {
+        (**self).recv(timeout, f)
+    }
+    fn info(&self) -> &LinkInfo {
+        (**self).info()
+    }
+    fn stats(&self) -> LinkStats {
+        (**self).stats()
+    }
+    fn frame_type(&self) -> LinkType {
+        (**self).frame_type()
+    }
+    fn set_frame_sink(&mut self, sink: Option<FrameSink>) {
+        (**self).set_frame_sink(sink)
+    }
+}
+
+/// The peer as it goes on the wire: IPv4-mapped IPv6 addresses become IPv4.
+pub fn wire_addr(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        },
+        v4 => v4,
+    }
+}
+
+impl fmt::Display for LinkInfo {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{} (mtu {}, path mtu {})", self.name, self.mtu, self.path_mtu.bytes())
+    }
+}

@@ -1,0 +1,312 @@
+//! Device specs: `udp:IP`, `packet:IFACE[,ip=IP][,mac=MAC]`, `tap:NAME,ip=IP/LEN`,
+//! each with an optional `,mtu=N` overriding the RoCE path MTU (256..4096);
+//! and the errors of opening a link, phrased so the user can act on them.
+
+use super::gid::IbMtu;
+use super::packet::PacketLink;
+use super::tap::TapLink;
+use super::udp::UdpLink;
+use super::Link;
+use core::fmt;
+use core::str::FromStr;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// A parsed `-d` device name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSpec {
+    /// `udp:IP`: a kernel UDP socket on `IP:4791`.
+    Udp { ip: IpAddr, path_mtu: Option<IbMtu> },
+    /// `packet:IFACE[,ip=IP][,mac=MAC]`: AF_PACKET on an existing interface;
+    /// without `ip=`/`mac=`, the interface's own address and MAC.
+    Packet {
+        iface: String,
+        ipv4: Option<Ipv4Addr>,
+        ipv6: Option<Ipv6Addr>,
+        mac: Option<[u8; 6]>,
+        path_mtu: Option<IbMtu>,
+    },
+    /// `tap:NAME,ip=IP/LEN`: a TAP device, created if missing; uroce's own
+    /// address and prefix on it (an IPv4 and/or an IPv6 `ip=`).
+    Tap {
+        name: String,
+        ipv4: Option<(Ipv4Addr, u8)>,
+        ipv6: Option<(Ipv6Addr, u8)>,
+        mac: Option<[u8; 6]>,
+        path_mtu: Option<IbMtu>,
+    },
+}
+
+/// Why a link could not be opened.
+#[derive(Debug)]
+pub enum LinkError {
+    /// The device name does not parse.
+    Spec {
+        spec: String,
+        why: String,
+    },
+    NoSuchInterface(String),
+    /// The operation needs a capability the process lacks.
+    NotPermitted {
+        what: String,
+        cap: &'static str,
+    },
+    /// Another socket (another uroce, or the kernel's rdma_rxe) holds the port.
+    AddressInUse(SocketAddr),
+    /// The address is not one of this host's.
+    AddressNotAvailable(IpAddr),
+    /// The interface has no address of the family needed and none was given.
+    NoAddress {
+        iface: String,
+    },
+    Io {
+        what: String,
+        source: io::Error,
+    },
+}
+
+impl LinkError {
+    /// Classifies an OS error of `what`, naming `cap` if it is a permission error.
+    pub fn os(what: impl Into<String>, e: io::Error, cap: &'static str) -> LinkError {
+        let what = what.into();
+        match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => LinkError::NotPermitted { what, cap },
+            Some(libc::ENODEV) => LinkError::NoSuchInterface(what),
+            _ => LinkError::Io { what, source: e },
+        }
+    }
+}
+
+impl fmt::Display for LinkError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            LinkError::Spec { spec, why } => write!(
+                f,
+                "bad device {spec:?}: {why} (expected udp:IP, packet:IFACE[,ip=IP][,mac=MAC] or tap:NAME,ip=IP/LEN, \
+                 each with an optional ,mtu=256|512|1024|2048|4096)"
+            ),
+            LinkError::NoSuchInterface(n) => write!(f, "no interface named {n:?}: `ip link` lists the interfaces"),
+            LinkError::NotPermitted { what, cap } => write!(
+                f,
+                "{what} needs {cap}: run as root, or `sudo setcap {}+ep` on the program",
+                cap.to_ascii_lowercase()
+            ),
+            LinkError::AddressInUse(a) => write!(
+                f,
+                "{a} is in use by another socket (another uroce, or the kernel's rdma_rxe: `rdma link` lists it)"
+            ),
+            LinkError::AddressNotAvailable(ip) => {
+                write!(f, "{ip} is not an address of this host: `ip addr` lists them (any 127.x.y.z works on loopback)")
+            }
+            LinkError::NoAddress { iface } => {
+                write!(f, "interface {iface} has no IPv4 or IPv6 address: give one with ip=")
+            }
+            LinkError::Io { what, source } => write!(f, "{what}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for LinkError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LinkError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut m = [0u8; 6];
+    let mut parts = s.split([':', '-']);
+    for b in m.iter_mut() {
+        let p = parts.next()?;
+        if p.is_empty() || p.len() > 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(m)
+}
+
+fn fmt_mac(m: &[u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+fn parse_ip(s: &str) -> Option<IpAddr> {
+    s.trim_start_matches('[').trim_end_matches(']').parse().ok()
+}
+
+impl FromStr for DeviceSpec {
+    type Err = LinkError;
+
+    fn from_str(spec: &str) -> Result<DeviceSpec, LinkError> {
+        let bad = |why: String| LinkError::Spec { spec: spec.to_string(), why };
+        let (kind, rest) = spec.split_once(':').ok_or_else(|| bad("no link kind before ':'".into()))?;
+        let mut parts = rest.split(',');
+        let first = parts.next().unwrap_or("").trim();
+        if first.is_empty() {
+            return Err(bad(format!("{kind}: needs {}", if kind == "udp" { "an IP address" } else { "a name" })));
+        }
+        let (mut ipv4, mut ipv6, mut mac, mut path_mtu) = (None, None, None, None);
+        for opt in parts {
+            let (k, v) = opt.split_once('=').ok_or_else(|| bad(format!("option {opt:?} is not key=value")))?;
+            match (kind, k) {
+                ("packet" | "tap", "ip") => {
+                    let (addr, len) = match v.split_once('/') {
+                        Some((a, l)) => {
+                            let l: u8 = l.parse().map_err(|_| bad(format!("prefix length {l:?} is not a number")))?;
+                            (a, Some(l))
+                        }
+                        None => (v, None),
+                    };
+                    let ip = parse_ip(addr).ok_or_else(|| bad(format!("{addr:?} is not an IP address")))?;
+                    let max = if ip.is_ipv4() { 32 } else { 128 };
+                    if len.is_some_and(|l| l > max) {
+                        return Err(bad(format!("prefix length /{} is longer than {max}", len.unwrap_or(0))));
+                    }
+                    if kind == "tap" && len.is_none() {
+                        return Err(bad(format!("tap needs ip=IP/LEN (a prefix length), got ip={v}")));
+                    }
+                    match ip {
+                        IpAddr::V4(a) if ipv4.is_none() => ipv4 = Some((a, len.unwrap_or(32))),
+                        IpAddr::V6(a) if ipv6.is_none() => ipv6 = Some((a, len.unwrap_or(128))),
+                        _ => return Err(bad(format!("two ip= of the same family ({v})"))),
+                    }
+                }
+                ("packet" | "tap", "mac") => {
+                    let m = parse_mac(v).ok_or_else(|| bad(format!("{v:?} is not a MAC address")))?;
+                    if m[0] & 1 != 0 {
+                        return Err(bad(format!("{v} is a multicast MAC address")));
+                    }
+                    mac = Some(m);
+                }
+                (_, "mtu") => {
+                    let n: usize = v.parse().map_err(|_| bad(format!("mtu {v:?} is not a number")))?;
+                    path_mtu = Some(IbMtu::from_bytes(n).ok_or_else(|| bad(format!("mtu {n} is not an IB MTU")))?);
+                }
+                _ => return Err(bad(format!("{kind}: unknown option {k:?}"))),
+            }
+        }
+        match kind {
+            "udp" => {
+                let ip = parse_ip(first).ok_or_else(|| bad(format!("{first:?} is not an IP address")))?;
+                Ok(DeviceSpec::Udp { ip, path_mtu })
+            }
+            "packet" => Ok(DeviceSpec::Packet {
+                iface: first.to_string(),
+                ipv4: ipv4.map(|(a, _)| a),
+                ipv6: ipv6.map(|(a, _)| a),
+                mac,
+                path_mtu,
+            }),
+            "tap" => {
+                if ipv4.is_none() && ipv6.is_none() {
+                    return Err(bad("tap needs ip=IP/LEN: uroce's own address on the tap".into()));
+                }
+                Ok(DeviceSpec::Tap { name: first.to_string(), ipv4, ipv6, mac, path_mtu })
+            }
+            other => Err(bad(format!("unknown link kind {other:?}"))),
+        }
+    }
+}
+
+impl fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let mtu = |m: &Option<IbMtu>| m.map(|m| format!(",mtu={}", m.bytes())).unwrap_or_default();
+        match self {
+            DeviceSpec::Udp { ip, path_mtu } => write!(f, "udp:{ip}{}", mtu(path_mtu)),
+            DeviceSpec::Packet { iface, ipv4, ipv6, mac, path_mtu } => {
+                write!(f, "packet:{iface}")?;
+                if let Some(a) = ipv4 {
+                    write!(f, ",ip={a}")?;
+                }
+                if let Some(a) = ipv6 {
+                    write!(f, ",ip={a}")?;
+                }
+                if let Some(m) = mac {
+                    write!(f, ",mac={}", fmt_mac(m))?;
+                }
+                write!(f, "{}", mtu(path_mtu))
+            }
+            DeviceSpec::Tap { name, ipv4, ipv6, mac, path_mtu } => {
+                write!(f, "tap:{name}")?;
+                if let Some((a, l)) = ipv4 {
+                    write!(f, ",ip={a}/{l}")?;
+                }
+                if let Some((a, l)) = ipv6 {
+                    write!(f, ",ip={a}/{l}")?;
+                }
+                if let Some(m) = mac {
+                    write!(f, ",mac={}", fmt_mac(m))?;
+                }
+                write!(f, "{}", mtu(path_mtu))
+            }
+        }
+    }
+}
+
+impl DeviceSpec {
+    /// Opens the link this spec names.
+    pub fn open(&self) -> Result<Box<dyn Link>, LinkError> {
+        Ok(match self {
+            DeviceSpec::Udp { .. } => Box::new(UdpLink::open(self)?),
+            DeviceSpec::Packet { .. } => PacketLink::open(self)?,
+            DeviceSpec::Tap { .. } => TapLink::open(self)?,
+        })
+    }
+}
+
+/// Parses and opens a device spec.
+pub fn open(spec: &str) -> Result<Box<dyn Link>, LinkError> {
+    spec.parse::<DeviceSpec>()?.open()
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn err(s: &str) -> String {
+        s.parse::<DeviceSpec>().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_and_prints() {
+        for s in [
+            "udp:127.0.0.1",
+            "udp:::1",
+            "udp:198.18.0.1,mtu=1024",
+            "packet:veth0",
+            "packet:eth0,ip=198.18.0.3,mac=02:00:00:00:00:03",
+            "packet:eth0,ip=198.18.0.3,ip=fd00::3",
+            "tap:ut0,ip=198.18.0.9/24",
+            "tap:ut0,ip=198.18.0.9/24,ip=fd00::9/64,mac=02:00:00:00:00:09,mtu=2048",
+        ] {
+            let d: DeviceSpec = s.parse().unwrap();
+            assert_eq!(d.to_string(), s);
+        }
+        assert_eq!("udp:[::1]".parse::<DeviceSpec>().unwrap().to_string(), "udp:::1");
+    }
+
+    #[test]
+    fn clear_errors() {
+        assert!(err("eth0").contains("no link kind"), "{}", err("eth0"));
+        assert!(err("udp:").contains("needs an IP address"));
+        assert!(err("udp:localhost").contains("\"localhost\" is not an IP address"));
+        assert!(err("bogus:x").contains("unknown link kind \"bogus\""));
+        assert!(err("tap:ut0").contains("tap needs ip=IP/LEN"));
+        assert!(err("tap:ut0,ip=198.18.0.1").contains("prefix length"));
+        assert!(err("packet:eth0,mac=01:00:5e:00:00:01").contains("multicast"));
+        assert!(err("packet:eth0,mac=02:00").contains("not a MAC"));
+        assert!(err("udp:127.0.0.1,mtu=1500").contains("not an IB MTU"));
+        assert!(err("udp:127.0.0.1,ip=1.2.3.4").contains("unknown option \"ip\""));
+        assert!(err("packet:eth0,ip=1.2.3.4,ip=1.2.3.5").contains("two ip="));
+    }
+
+    #[test]
+    fn open_errors_name_the_problem() {
+        let e = open("packet:uroce-nosuch0").err().unwrap().to_string();
+        assert!(e.contains("no interface named \"uroce-nosuch0\""), "{e}");
+        let e = open("udp:192.0.2.77").err().unwrap().to_string();
+        assert!(e.contains("is not an address of this host"), "{e}");
+    }
+}

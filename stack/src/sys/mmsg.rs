@@ -1,0 +1,266 @@
+//! Batched datagram I/O: `sendmmsg(2)` and `recvmmsg(2)` over borrowed buffers,
+//! for UDP and AF_PACKET sockets alike. The message headers live on the stack
+//! for the length of one call, so nothing here allocates.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+/// The most messages one system call moves.
+pub const MAX_BATCH: usize = 64;
+/// Pieces of one outgoing message (e.g. headers, RoCE packet, ICRC).
+pub const MAX_IOV: usize = 3;
+/// Control-message room per received message (pktinfo, GRO segment size).
+const CMSG_ROOM: usize = 128;
+
+/// One outgoing message: the destination (none on a bound AF_PACKET socket),
+/// its pieces, and the UDP GSO segment size (0: none).
+#[derive(Clone, Copy)]
+pub struct TxMsg<'a> {
+    pub addr: Option<SocketAddr>,
+    pub iov: [&'a [u8]; MAX_IOV],
+    pub gso_segment: u16,
+}
+
+/// What the kernel said about one received message.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RxMeta {
+    /// Bytes in the slot (at most the slot length).
+    pub len: usize,
+    /// The datagram was longer than the slot.
+    pub truncated: bool,
+    /// The sender (UDP sockets).
+    pub src: Option<SocketAddr>,
+    /// The address it was sent to (IP_PKTINFO / IPV6_PKTINFO).
+    pub dst: Option<IpAddr>,
+    /// GRO: the size of the coalesced segments, when the kernel coalesced.
+    pub gro_segment: Option<u16>,
+    /// AF_PACKET `sll_pkttype` (PACKET_HOST, PACKET_OTHERHOST, ...).
+    pub pkttype: Option<u8>,
+}
+
+fn sockaddr_from(addr: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
+    match addr {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in.
+            let sin = unsafe { &mut *(out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr = libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) };
+            size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
+            let sin6 = unsafe { &mut *(out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_addr = libc::in6_addr { s6_addr: a.ip().octets() };
+            sin6.sin6_flowinfo = a.flowinfo();
+            sin6.sin6_scope_id = a.scope_id();
+            size_of::<libc::sockaddr_in6>() as libc::socklen_t
+        }
+    }
+}
+
+pub(crate) fn sockaddr_to(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match i32::from(s.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let sin = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
+            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let sin6 = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+pub(crate) fn sockaddr_of(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
+    let mut s: libc::sockaddr_storage = unsafe { zeroed() };
+    let len = sockaddr_from(addr, &mut s);
+    (s, len)
+}
+
+/// Sends up to [`MAX_BATCH`] messages in one `sendmmsg`; returns how many the
+/// kernel took. An error means the first message failed.
+pub fn send_batch(fd: RawFd, msgs: &[TxMsg<'_>]) -> io::Result<usize> {
+    let n = msgs.len().min(MAX_BATCH);
+    if n == 0 {
+        return Ok(0);
+    }
+    // SAFETY: these are plain old data; all-zero is a valid value for each.
+    let mut hdrs: [libc::mmsghdr; MAX_BATCH] = unsafe { zeroed() };
+    // SAFETY: as above.
+    let mut iovs: [[libc::iovec; MAX_IOV]; MAX_BATCH] = unsafe { zeroed() };
+    // SAFETY: as above.
+    let mut names: [libc::sockaddr_storage; MAX_BATCH] = unsafe { zeroed() };
+    // u64 elements keep the control buffers aligned for cmsghdr.
+    let mut ctrl = [[0u64; 4]; MAX_BATCH];
+    for (i, m) in msgs[..n].iter().enumerate() {
+        let mut parts = 0;
+        for piece in m.iov.iter().filter(|p| !p.is_empty()) {
+            iovs[i][parts] = libc::iovec { iov_base: piece.as_ptr() as *mut libc::c_void, iov_len: piece.len() };
+            parts += 1;
+        }
+        let h = &mut hdrs[i].msg_hdr;
+        h.msg_iov = iovs[i].as_mut_ptr();
+        h.msg_iovlen = parts;
+        if let Some(a) = &m.addr {
+            h.msg_namelen = sockaddr_from(a, &mut names[i]);
+            h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+        }
+        if m.gso_segment != 0 {
+            let space = size_of::<[u64; 4]>();
+            h.msg_control = ctrl[i].as_mut_ptr().cast();
+            h.msg_controllen = space;
+            // SAFETY: msg_control points at `space` bytes, enough for one
+            // cmsghdr with a u16, so CMSG_FIRSTHDR is non-null and in bounds.
+            unsafe {
+                let c = libc::CMSG_FIRSTHDR(h);
+                (*c).cmsg_level = libc::SOL_UDP;
+                (*c).cmsg_type = libc::UDP_SEGMENT;
+                (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
+                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), m.gso_segment);
+                h.msg_controllen = libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
+            }
+        }
+    }
+    // SAFETY: `hdrs[..n]` are initialised message headers whose pointers refer to
+    // `iovs`, `names`, `ctrl` and the caller's slices, all alive for this call.
+    let rc = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), n as u32, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc as usize)
+}
+
+/// Receives up to `metas.len()` messages without waiting, each into its own
+/// `slot`-byte piece of `buf`. Returns how many came (0 when none was ready).
+pub fn recv_batch(fd: RawFd, buf: &mut [u8], slot: usize, metas: &mut [RxMeta]) -> io::Result<usize> {
+    let n = metas.len().min(buf.len() / slot.max(1)).min(MAX_BATCH);
+    if n == 0 {
+        return Ok(0);
+    }
+    // SAFETY: plain old data; all-zero is a valid value.
+    let mut hdrs: [libc::mmsghdr; MAX_BATCH] = unsafe { zeroed() };
+    // SAFETY: as above.
+    let mut iovs: [libc::iovec; MAX_BATCH] = unsafe { zeroed() };
+    // SAFETY: as above.
+    let mut names: [libc::sockaddr_storage; MAX_BATCH] = unsafe { zeroed() };
+    let mut ctrl = [[0u64; CMSG_ROOM / 8]; MAX_BATCH];
+    for (i, chunk) in buf.chunks_exact_mut(slot).take(n).enumerate() {
+        iovs[i] = libc::iovec { iov_base: chunk.as_mut_ptr().cast(), iov_len: slot };
+        let h = &mut hdrs[i].msg_hdr;
+        h.msg_iov = &mut iovs[i];
+        h.msg_iovlen = 1;
+        h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+        h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        h.msg_control = ctrl[i].as_mut_ptr().cast();
+        h.msg_controllen = CMSG_ROOM;
+    }
+    // SAFETY: `hdrs[..n]` point at live buffers (`buf` slots, `names`, `ctrl`)
+    // of the lengths they state; MSG_DONTWAIT keeps the call from blocking.
+    let rc = unsafe { libc::recvmmsg(fd, hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+            _ => Err(e),
+        };
+    }
+    let got = rc as usize;
+    for i in 0..got {
+        let h = &hdrs[i].msg_hdr;
+        let len = hdrs[i].msg_len as usize;
+        let mut meta = RxMeta {
+            len: len.min(slot),
+            truncated: len > slot || h.msg_flags & libc::MSG_TRUNC != 0,
+            ..RxMeta::default()
+        };
+        if i32::from(names[i].ss_family) == libc::AF_PACKET {
+            // SAFETY: the family says the storage holds a sockaddr_ll.
+            let sll = unsafe { &*(&names[i] as *const libc::sockaddr_storage).cast::<libc::sockaddr_ll>() };
+            meta.pkttype = Some(sll.sll_pkttype);
+        } else {
+            meta.src = sockaddr_to(&names[i]);
+        }
+        // SAFETY: the kernel filled `msg_control` with `msg_controllen` bytes of
+        // well-formed control messages; CMSG_* walk them within those bounds.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            while !c.is_null() {
+                let data = libc::CMSG_DATA(c);
+                match ((*c).cmsg_level, (*c).cmsg_type) {
+                    (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                        let pi = std::ptr::read_unaligned(data.cast::<libc::in_pktinfo>());
+                        meta.dst = Some(IpAddr::V4(Ipv4Addr::from(pi.ipi_addr.s_addr.to_ne_bytes())));
+                    }
+                    (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
+                        let pi = std::ptr::read_unaligned(data.cast::<libc::in6_pktinfo>());
+                        meta.dst = Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)));
+                    }
+                    (libc::SOL_UDP, libc::UDP_GRO) => {
+                        let seg = std::ptr::read_unaligned(data.cast::<libc::c_int>());
+                        meta.gro_segment = u16::try_from(seg).ok();
+                    }
+                    _ => {}
+                }
+                c = libc::CMSG_NXTHDR(h, c);
+            }
+        }
+        metas[i] = meta;
+    }
+    Ok(got)
+}
+
+/// Waits up to `timeout` until `fd` is readable; `false` if it did not become so.
+pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: `pfd` is one valid pollfd and we pass a count of 1.
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+    }
+    Ok(n > 0)
+}
+
+/// `setsockopt` with an integer value.
+pub fn set_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: `value` is a valid c_int and we pass its size.
+    let rc = unsafe {
+        libc::setsockopt(fd, level, name, (&value as *const i32).cast(), size_of::<libc::c_int>() as libc::socklen_t)
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `setsockopt` with any plain-old-data value.
+#[allow(dead_code)] // used by the raw links
+pub fn set_raw<T: Copy>(fd: RawFd, level: i32, name: i32, value: &T) -> io::Result<()> {
+    // SAFETY: `value` points at size_of::<T>() readable bytes.
+    let rc =
+        unsafe { libc::setsockopt(fd, level, name, (value as *const T).cast(), size_of::<T>() as libc::socklen_t) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,72 @@
+//! Kernel UDP sockets for the udp link: bound to one address, DF on, IPv4
+//! checksum off (as rxe sends), destination address reported per datagram.
+
+use super::mmsg::{self, set_int};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Options of a RoCE UDP socket.
+#[derive(Debug, Clone, Copy)]
+pub struct UdpOptions {
+    /// Send IPv4 datagrams with UDP checksum 0 (SO_NO_CHECK), as rxe does.
+    pub no_check: bool,
+    /// Socket buffer sizes in bytes (0: the system default).
+    pub buffer: usize,
+    /// Ask for GRO-coalesced reception (UDP_GRO).
+    pub gro: bool,
+}
+
+/// A UDP socket bound to one address.
+pub struct UdpSocket {
+    fd: OwnedFd,
+}
+
+impl UdpSocket {
+    pub fn bind(addr: SocketAddr, opts: UdpOptions) -> io::Result<UdpSocket> {
+        let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+        // SAFETY: socket(2) with constant arguments; the result is checked below.
+        let raw = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, libc::IPPROTO_UDP) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let s = fd.as_raw_fd();
+        if addr.is_ipv4() {
+            // DF on every datagram, and so (unconnected socket) IP ID 0: see the link.
+            set_int(s, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO)?;
+            set_int(s, libc::IPPROTO_IP, libc::IP_TTL, 64)?;
+            set_int(s, libc::IPPROTO_IP, libc::IP_TOS, 0)?;
+            set_int(s, libc::IPPROTO_IP, libc::IP_PKTINFO, 1)?;
+            if opts.no_check {
+                set_int(s, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1)?;
+            }
+        } else {
+            set_int(s, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
+            set_int(s, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::IP_PMTUDISC_DO)?;
+            set_int(s, libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS, 64)?;
+            set_int(s, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1)?;
+        }
+        if opts.buffer > 0 {
+            let b = opts.buffer.min(i32::MAX as usize) as i32;
+            // Best effort: the kernel caps these at net.core.[rw]mem_max.
+            let _ = set_int(s, libc::SOL_SOCKET, libc::SO_RCVBUF, b);
+            let _ = set_int(s, libc::SOL_SOCKET, libc::SO_SNDBUF, b);
+        }
+        if opts.gro {
+            set_int(s, libc::SOL_UDP, libc::UDP_GRO, 1)?;
+        }
+        let (sa, len) = mmsg::sockaddr_of(&addr);
+        // SAFETY: `sa` holds a valid socket address of length `len`.
+        let rc = unsafe { libc::bind(s, (&sa as *const libc::sockaddr_storage).cast(), len) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(UdpSocket { fd })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
