@@ -83,7 +83,7 @@ fn on_ack(qp: &mut Qp, sh: &mut Shared, psn: Psn) {
         qp.complete_front(sh, WcStatus::Success);
     } else {
         // An ACK within a long message (the periodic AckReq).
-        qp.req.comp_psn = psn.next();
+        qp.req.set_comp_psn(psn.next());
     }
 }
 
@@ -126,7 +126,7 @@ fn on_read_response(qp: &mut Qp, sh: &mut Shared, psn: Psn, payload: &[u8]) {
     if last {
         qp.complete_front(sh, WcStatus::Success);
     } else {
-        qp.req.comp_psn = psn.next();
+        qp.req.set_comp_psn(psn.next());
     }
 }
 
@@ -136,7 +136,7 @@ fn on_nak(qp: &mut Qp, sh: &mut Shared, now: Instant, before: Psn, psn: Psn, cod
         // Every PSN before the NAKed one arrived.
         let front_started = qp.req.wqes.front().is_some_and(|w| w.started && !w.is_read_or_atomic());
         if front_started && psn - qp.req.comp_psn > 0 {
-            qp.req.comp_psn = psn;
+            qp.req.set_comp_psn(psn);
         }
         progress(qp, now, before);
         retry_for_gap(qp, sh);
@@ -163,7 +163,7 @@ fn on_rnr_nak(qp: &mut Qp, sh: &mut Shared, now: Instant, psn: Psn, timer: u8) {
         qp.req.rnr_left -= 1;
     }
     if psn - qp.req.comp_psn > 0 && qp.req.wqes.front().is_some_and(|w| !w.is_read_or_atomic()) {
-        qp.req.comp_psn = psn;
+        qp.req.set_comp_psn(psn);
     }
     rewind(qp);
     qp.timers.stop(Timer::Retransmit);

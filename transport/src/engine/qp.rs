@@ -100,6 +100,17 @@ pub(crate) struct Requester {
     pub sqd_notify: bool,
 }
 
+impl Requester {
+    /// Everything before `psn` is acknowledged. A go-back-N resend still
+    /// behind it skips ahead: those packets need no resending.
+    pub fn set_comp_psn(&mut self, psn: Psn) {
+        self.comp_psn = psn;
+        if self.psn - psn < 0 {
+            self.psn = psn;
+        }
+    }
+}
+
 pub(crate) struct Qp {
     pub qpn: u32,
     pub init: QpInitAttr,
@@ -146,7 +157,7 @@ impl Qp {
         let Some(wqe) = self.req.wqes.pop_front() else { return };
         self.req.next = self.req.next.saturating_sub(1);
         if wqe.started {
-            self.req.comp_psn = wqe.last_psn.next();
+            self.req.set_comp_psn(wqe.last_psn.next());
         }
         let signaled = self.init.sq_sig_all || wqe.wr.flags.contains(SendFlags::SIGNALED);
         if signaled || status != WcStatus::Success {

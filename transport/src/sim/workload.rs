@@ -159,9 +159,27 @@ pub fn run_op(
     }
     check_send_completions(&sent, messages, op, size)?;
     let ud_too_big = qp_type == QpType::Ud && size > mtu.bytes() as usize;
-    let delivered =
-        if needs_recv { check_receives(&recvd, messages, op, size, lossy, ud_too_big, &inv_keys)? } else { messages };
-    check_data(&sim, op, qp_type, size, messages, to, dst_key, &src_bytes, &recvd)?;
+    let cell = Cell { op, qp_type, size, messages, dst_key, src: &src_bytes, inv_keys: &inv_keys };
+    let delivered = if ud_too_big {
+        if recvd.is_empty() {
+            0
+        } else {
+            return Err("a UD message above the MTU was received".into());
+        }
+    } else if qp_type == QpType::Rc {
+        if needs_recv {
+            check_receives(&cell, &recvd)?;
+        }
+        let got = read_mr(&sim.engines[to], dst_key, 0, size * messages);
+        if got != src_bytes {
+            return Err(first_difference(&got, &src_bytes));
+        }
+        messages
+    } else if needs_recv {
+        check_lossy_receives(&cell, &sim.engines[to], &recvd)?
+    } else {
+        check_uc_write(&cell, &sim)?
+    };
     Ok(Outcome { bytes: (delivered * size) as u64, elapsed, link: sim.stats, delivered })
 }
 
@@ -191,86 +209,99 @@ fn check_send_completions(sent: &[WorkCompletion], messages: usize, op: Op, size
     Ok(())
 }
 
-/// Checks receive completions; returns how many messages were delivered.
-fn check_receives(
-    recvd: &[WorkCompletion],
-    messages: usize,
-    op: Op,
-    size: usize,
-    lossy: bool,
-    ud_too_big: bool,
-    inv_keys: &[u32],
-) -> Result<usize, String> {
-    if ud_too_big {
-        return if recvd.is_empty() { Ok(0) } else { Err("UD message above the MTU was received".into()) };
-    }
-    if (!lossy && recvd.len() != messages) || recvd.len() > messages {
-        return Err(format!("{} receive completions for {messages} messages", recvd.len()));
-    }
-    let mut last_id = None;
-    for wc in recvd {
-        if wc.status != WcStatus::Success {
-            return Err(format!("receive completion {wc:?}"));
-        }
-        // UC/UD may lose messages, but receives still complete in order.
-        if last_id.is_some_and(|l| wc.wr_id <= l) {
-            return Err(format!("receive completions out of order: {recvd:?}"));
-        }
-        last_id = Some(wc.wr_id);
-        let m = (wc.wr_id - 1000) as usize;
-        let want_len = if wc.wc_flags.contains(WcFlags::GRH) { size + GRH_LEN } else { size };
-        if wc.byte_len as usize != want_len {
-            return Err(format!("receive byte_len {} for {want_len}", wc.byte_len));
-        }
-        let imm = matches!(op, Op::SendWithImm | Op::WriteWithImm);
-        if imm && (!wc.wc_flags.contains(WcFlags::WITH_IMM) || wc.imm_data != 0xabc0_0000 + m as u32) {
-            return Err(format!("immediate missing: {wc:?}"));
-        }
-        if op == Op::SendWithInv && (!wc.wc_flags.contains(WcFlags::WITH_INV) || wc.imm_data != inv_keys[m]) {
-            return Err(format!("invalidate missing: {wc:?}"));
-        }
-    }
-    Ok(recvd.len())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn check_data(
-    sim: &Sim,
+/// What one cell sent, for the checks.
+struct Cell<'a> {
     op: Op,
     qp_type: QpType,
     size: usize,
     messages: usize,
-    to: usize,
     dst_key: u32,
-    src: &[u8],
-    recvd: &[WorkCompletion],
-) -> Result<(), String> {
-    let e = &sim.engines[to];
-    if qp_type == QpType::Rc {
-        let got = read_mr(e, dst_key, 0, size * messages);
-        return if got == src { Ok(()) } else { Err(first_difference(&got, src)) };
+    src: &'a [u8],
+    inv_keys: &'a [u32],
+}
+
+impl Cell<'_> {
+    fn message(&self, m: usize) -> &[u8] {
+        &self.src[m * self.size..(m + 1) * self.size]
     }
-    if op == Op::Write {
-        // UC WRITE tells the receiver nothing, and a dropped one may have
-        // landed in part: only a link that lost nothing promises the data.
-        let s = sim.stats;
-        if s.lost + s.dropped_corrupt + s.reordered + s.dropped_mtu == 0 {
-            let got = read_mr(e, dst_key, 0, size * messages);
-            return if got == src { Ok(()) } else { Err(first_difference(&got, src)) };
-        }
-        return Ok(());
+    /// Where the receive WR `b` puts its data.
+    fn buffer(&self, b: usize) -> usize {
+        let each = if self.qp_type == QpType::Ud { GRH_LEN + self.size } else { self.size };
+        b * each + if self.qp_type == QpType::Ud { GRH_LEN } else { 0 }
     }
-    // Lossy transports: every delivered message is exact.
-    let each = if qp_type == QpType::Ud { GRH_LEN + size } else { size };
-    for wc in recvd {
-        let m = (wc.wr_id - 1000) as usize;
-        let skip = if qp_type == QpType::Ud { GRH_LEN } else { 0 };
-        let got = read_mr(e, dst_key, m * each + skip, size);
-        if got != src[m * size..(m + 1) * size] {
-            return Err(format!("message {m}: {}", first_difference(&got, &src[m * size..(m + 1) * size])));
+    fn has_imm(&self) -> bool {
+        matches!(self.op, Op::SendWithImm | Op::WriteWithImm)
+    }
+    /// Length, flags and immediate of a receive completion for message `m`.
+    fn check_wc(&self, wc: &WorkCompletion, m: usize) -> Result<(), String> {
+        let want_len = if wc.wc_flags.contains(WcFlags::GRH) { self.size + GRH_LEN } else { self.size };
+        if wc.status != WcStatus::Success || wc.byte_len as usize != want_len {
+            return Err(format!("receive completion for {want_len} bytes: {wc:?}"));
         }
+        if self.has_imm() && (!wc.wc_flags.contains(WcFlags::WITH_IMM) || wc.imm_data != 0xabc0_0000 + m as u32) {
+            return Err(format!("immediate of message {m} missing: {wc:?}"));
+        }
+        let inv = self.inv_keys.get(m).copied();
+        if self.op == Op::SendWithInv && (!wc.wc_flags.contains(WcFlags::WITH_INV) || Some(wc.imm_data) != inv) {
+            return Err(format!("invalidate of message {m} missing: {wc:?}"));
+        }
+        Ok(())
+    }
+}
+
+/// RC: one receive completion per message, in order.
+fn check_receives(c: &Cell, recvd: &[WorkCompletion]) -> Result<(), String> {
+    if recvd.len() != c.messages {
+        return Err(format!("{} receive completions for {} messages", recvd.len(), c.messages));
+    }
+    for (m, wc) in recvd.iter().enumerate() {
+        if wc.wr_id != 1000 + m as u64 {
+            return Err(format!("receive completion {m} out of order: {wc:?}"));
+        }
+        c.check_wc(wc, m)?;
     }
     Ok(())
+}
+
+/// UC and UD: messages may be lost, and a receive WR a lost message had
+/// started serves the next one. Like rxe, UC takes any FIRST or ONLY packet
+/// as a new message, so a duplicated or late message may arrive again or out
+/// of order; UD has no order at all. Each receive must still complete in
+/// order of posting and hold one whole message, immediate included.
+/// Returns how many arrived.
+fn check_lossy_receives(c: &Cell, e: &Engine, recvd: &[WorkCompletion]) -> Result<usize, String> {
+    for (i, wc) in recvd.iter().enumerate() {
+        if wc.wr_id != 1000 + i as u64 {
+            return Err(format!("receive completion {i} out of order: {wc:?}"));
+        }
+        let imm_of = |m: usize| 0xabc0_0000 + m as u32;
+        let m = if c.op == Op::WriteWithImm {
+            // The data went to the WRITE's address, the receive holds nothing.
+            let m = wc.imm_data.wrapping_sub(imm_of(0)) as usize;
+            let ok = m < c.messages && read_mr(e, c.dst_key, m * c.size, c.size) == c.message(m);
+            ok.then_some(m)
+        } else {
+            let got = read_mr(e, c.dst_key, c.buffer(i), c.size);
+            (0..c.messages).find(|&m| got == c.message(m) && (!c.has_imm() || wc.imm_data == imm_of(m)))
+        };
+        let m = m.ok_or_else(|| format!("receive {i} holds no whole message: {wc:?}"))?;
+        c.check_wc(wc, m)?;
+    }
+    Ok(recvd.len())
+}
+
+/// UC WRITE tells the receiver nothing, and a dropped one may have landed in
+/// part: only a link that lost, duplicated or reordered nothing promises data.
+fn check_uc_write(c: &Cell, sim: &Sim) -> Result<usize, String> {
+    let s = sim.stats;
+    if s.lost + s.dropped_corrupt + s.reordered + s.duplicated + s.dropped_mtu > 0 {
+        return Ok(0);
+    }
+    let got = read_mr(&sim.engines[1], c.dst_key, 0, c.size * c.messages);
+    if got != c.src {
+        return Err(first_difference(&got, c.src));
+    }
+    Ok(c.messages)
 }
 
 fn first_difference(got: &[u8], want: &[u8]) -> String {
