@@ -1,0 +1,433 @@
+//! Error cases, each with the status a verbs user would see.
+
+use core::time::Duration;
+use uroce_transport::engine::{
+    AccessFlags, Counter, Engine, Event, Mtu, QpAttr, QpAttrMask, QpState, QpType, RecvWr, SendFlags, SendWr, Sge,
+    WcOpcode, WcStatus, WorkCompletion, WrOp,
+};
+use uroce_transport::sim::{connect, create_endpoint, Endpoint, LinkConfig, QpOptions, Sim};
+use uroce_transport::wire::{BthRepr, Opcode, RocePacket, RoceRepr};
+use uroce_transport::Psn;
+
+const ALL: AccessFlags = AccessFlags(
+    AccessFlags::LOCAL_WRITE.0
+        | AccessFlags::REMOTE_WRITE.0
+        | AccessFlags::REMOTE_READ.0
+        | AccessFlags::REMOTE_ATOMIC.0,
+);
+
+struct Pair {
+    sim: Sim,
+    a: Endpoint,
+    b: Endpoint,
+}
+
+fn pair_with(o: QpOptions) -> Pair {
+    let mut sim = Sim::new(7, LinkConfig::clean());
+    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
+    let b = create_endpoint(&mut sim.engines[1], &o, None, None);
+    connect(&mut sim, &a, &b, &o);
+    Pair { sim, a, b }
+}
+
+fn pair() -> Pair {
+    pair_with(QpOptions::new(QpType::Rc, Mtu::Mtu1024))
+}
+
+fn reg(e: &mut Engine, ep: &Endpoint, addr: u64, bytes: Vec<u8>, access: AccessFlags) -> u32 {
+    e.reg_mr(ep.pd, addr, Box::new(bytes), access).unwrap().lkey
+}
+
+fn contents(e: &Engine, key: u32) -> Vec<u8> {
+    let m = e.mr(key).unwrap();
+    let mut v = vec![0u8; m.len()];
+    m.read(0, &mut v);
+    v
+}
+
+fn poll_all(e: &mut Engine, cq: uroce_transport::engine::CqHandle) -> Vec<WorkCompletion> {
+    std::iter::from_fn(|| e.poll_cq(cq)).collect()
+}
+
+/// Runs until `n` completions are on node 0's send CQ (bounded).
+fn run_for_sends(p: &mut Pair, n: usize) -> Vec<WorkCompletion> {
+    let (e, cq) = (0, p.a.send_cq);
+    p.sim.run_until(1_000_000, Duration::from_secs(600), |s| s.engines[e].cq_len(cq) >= n);
+    poll_all(&mut p.sim.engines[0], cq)
+}
+
+fn events(e: &mut Engine) -> Vec<Event> {
+    std::iter::from_fn(|| e.poll_event()).collect()
+}
+
+/// Node 0 sends a 100-byte buffer with `op`; returns its source key.
+fn post(p: &mut Pair, wr_id: u64, op: WrOp, len: u32) -> u32 {
+    let src = reg(&mut p.sim.engines[0], &p.a, 0x1000, vec![0x5a; 4096], ALL);
+    let sge = Sge { addr: 0x1000, length: len, lkey: src };
+    p.sim.engines[0].post_send(p.a.qpn, SendWr::new(wr_id, op, vec![sge])).unwrap();
+    src
+}
+
+fn post_recv(p: &mut Pair, wr_id: u64, len: u32) -> u32 {
+    let dst = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 4096], ALL);
+    let sge = Sge { addr: 0x8000, length: len, lkey: dst };
+    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id, sg_list: vec![sge] }).unwrap();
+    dst
+}
+
+#[test]
+fn no_receive_posted_is_rnr_nak_then_success() {
+    let mut p = pair();
+    post(&mut p, 1, WrOp::Send, 100);
+    p.sim.run_until(1_000, Duration::from_millis(5), |_| false);
+    assert_eq!(p.sim.engines[0].cq_len(p.a.send_cq), 0, "no completion while the peer has no receive");
+    assert!(p.sim.engines[0].counters().get(Counter::RcvdRnrErr) > 0);
+    assert!(p.sim.engines[1].counters().get(Counter::SendRnrErr) > 0);
+    post_recv(&mut p, 9, 4096);
+    let wcs = run_for_sends(&mut p, 1);
+    assert_eq!(wcs.len(), 1);
+    assert_eq!(wcs[0].status, WcStatus::Success);
+    let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
+    assert_eq!((r[0].wr_id, r[0].status, r[0].byte_len), (9, WcStatus::Success, 100));
+}
+
+#[test]
+fn rnr_retries_exhausted() {
+    let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    o.rnr_retry = 2;
+    let mut p = pair_with(o);
+    post(&mut p, 1, WrOp::Send, 100);
+    post(&mut p, 2, WrOp::Send, 100);
+    let wcs = run_for_sends(&mut p, 2);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [(1, WcStatus::RnrRetryExcErr), (2, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(wcs[0].status.to_string(), "RNR retry counter exceeded");
+    // The first try and two retries: three RNR NAKs.
+    assert_eq!(p.sim.engines[0].counters().get(Counter::RcvdRnrErr), 3);
+    assert_eq!(p.sim.engines[0].counters().get(Counter::RetryRnrExceededErr), 1);
+    assert_eq!(p.sim.engines[0].query_qp(p.a.qpn).unwrap().qp_state, QpState::Err);
+}
+
+#[test]
+fn vanished_peer_is_retry_exceeded_then_flush() {
+    let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    o.retry_cnt = 3;
+    o.timeout = 8; // 1.05 ms
+    let mut p = pair_with(o);
+    p.sim.link.loss = 1.0;
+    for id in 1..=3 {
+        post(&mut p, id, WrOp::Send, 2000);
+    }
+    let start = p.sim.now;
+    let wcs = run_for_sends(&mut p, 3);
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status, w.opcode)).collect();
+    assert_eq!(
+        got,
+        [
+            (1, WcStatus::RetryExcErr, WcOpcode::Send),
+            (2, WcStatus::WrFlushErr, WcOpcode::Send),
+            (3, WcStatus::WrFlushErr, WcOpcode::Send)
+        ]
+    );
+    // The first try and three retries, each waiting one local ACK timeout.
+    let waited = p.sim.now - start;
+    assert!(waited >= Duration::from_nanos(4 * (4096 << 8)) && waited < Duration::from_millis(6), "{waited:?}");
+    let c = p.sim.engines[0].counters();
+    assert_eq!((c.get(Counter::RetryExceededErr), c.get(Counter::CompleterRetryErr)), (1, 3));
+    // Posting to the QP in ERR completes at once, flushed.
+    post(&mut p, 4, WrOp::Send, 1);
+    let w = poll_all(&mut p.sim.engines[0], p.a.send_cq);
+    assert_eq!((w[0].wr_id, w[0].status), (4, WcStatus::WrFlushErr));
+}
+
+/// A WRITE of 16 bytes at `va` under `rkey` to a 64-byte region at 0x8000 of
+/// node 1 that the test registered with `access` in `pd_other` or the QP's PD.
+fn remote_write_fails(access: AccessFlags, other_pd: bool, va: u64, rkey_offset: u32) {
+    let mut p = pair();
+    let pd = if other_pd { p.sim.engines[1].alloc_pd() } else { p.b.pd };
+    let before = vec![0xeeu8; 64];
+    let key = p.sim.engines[1].reg_mr(pd, 0x8000, Box::new(before.clone()), access).unwrap().rkey;
+    post(&mut p, 1, WrOp::RdmaWrite { remote_addr: va, rkey: key.wrapping_add(rkey_offset) }, 16);
+    post(&mut p, 2, WrOp::Send, 1);
+    let wcs = run_for_sends(&mut p, 2);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(contents(&p.sim.engines[1], key), before, "responder memory untouched");
+    assert_eq!(p.sim.engines[1].query_qp(p.b.qpn).unwrap().qp_state, QpState::Err);
+    assert!(events(&mut p.sim.engines[1]).contains(&Event::QpAccessError { qpn: p.b.qpn }));
+}
+
+#[test]
+fn bad_rkey_is_remote_access_error() {
+    remote_write_fails(ALL, false, 0x8000, 0x1000);
+}
+
+#[test]
+fn out_of_bounds_is_remote_access_error() {
+    remote_write_fails(ALL, false, 0x8000 + 56, 0);
+}
+
+#[test]
+fn missing_remote_write_is_remote_access_error() {
+    remote_write_fails(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ, false, 0x8000, 0);
+}
+
+#[test]
+fn wrong_pd_is_remote_access_error() {
+    remote_write_fails(ALL, true, 0x8000, 0);
+}
+
+#[test]
+fn read_and_atomic_need_their_access_flags() {
+    for op in [0, 1] {
+        let mut p = pair();
+        let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![7; 64], AccessFlags::LOCAL_WRITE);
+        let wr = if op == 0 {
+            WrOp::RdmaRead { remote_addr: 0x8000, rkey: key }
+        } else {
+            WrOp::AtomicFetchAdd { remote_addr: 0x8000, rkey: key, add: 1 }
+        };
+        post(&mut p, 1, wr, 8);
+        let wcs = run_for_sends(&mut p, 1);
+        assert_eq!(wcs[0].status, WcStatus::RemAccessErr, "{wr:?}");
+        assert_eq!(contents(&p.sim.engines[1], key), vec![7; 64]);
+    }
+}
+
+#[test]
+fn misaligned_atomic_is_remote_invalid_request() {
+    let mut p = pair();
+    let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 64], ALL);
+    post(&mut p, 1, WrOp::AtomicCmpSwp { remote_addr: 0x8004, rkey: key, compare: 0, swap: 9 }, 8);
+    let wcs = run_for_sends(&mut p, 1);
+    assert_eq!(wcs[0].status, WcStatus::RemInvReqErr);
+    assert_eq!(wcs[0].status.to_string(), "remote invalid request error");
+    assert_eq!(contents(&p.sim.engines[1], key), vec![0; 64]);
+}
+
+#[test]
+fn operation_the_qp_does_not_enable_is_remote_invalid_request() {
+    let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    o.access = AccessFlags::REMOTE_WRITE;
+    let mut p = pair_with(o);
+    let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![3; 64], ALL);
+    post(&mut p, 1, WrOp::RdmaRead { remote_addr: 0x8000, rkey: key }, 8);
+    let wcs = run_for_sends(&mut p, 1);
+    assert_eq!(wcs[0].status, WcStatus::RemInvReqErr);
+    assert!(events(&mut p.sim.engines[1]).contains(&Event::QpRequestError { qpn: p.b.qpn }));
+}
+
+/// The packets node 1 answers an injected request with.
+fn answers(p: &mut Pair, pkt: &[u8]) -> Vec<RoceRepr> {
+    p.sim.inject(1, pkt);
+    let mut buf = vec![0u8; uroce_transport::engine::MAX_PACKET_LEN];
+    let mut out = Vec::new();
+    while let Some(tx) = p.sim.engines[1].poll_transmit(p.sim.now, &mut buf) {
+        out.push(RoceRepr::parse(&RocePacket::new_checked(&buf[..tx.len]).unwrap()).unwrap());
+    }
+    out
+}
+
+fn request(p: &Pair, op: Opcode, payload: &[u8]) -> Vec<u8> {
+    let rq_psn = Psn::new(p.sim.engines[1].query_qp(p.b.qpn).unwrap().rq_psn);
+    let mut repr = RoceRepr::new(BthRepr::new(op, p.b.qpn, rq_psn));
+    repr.bth.ack_req = true;
+    let mut buf = vec![0u8; repr.buffer_len(payload.len())];
+    repr.emit(&mut buf, payload);
+    buf
+}
+
+#[test]
+fn invalid_opcode_for_the_qp_is_nak_invalid_request() {
+    // A SEND MIDDLE with no FIRST before it.
+    let mut p = pair();
+    post_recv(&mut p, 1, 4096);
+    let pkt = request(&p, Opcode::RcSendMiddle, &[0; 1024]);
+    let out = answers(&mut p, &pkt);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].aeth.unwrap().syndrome.to_byte(), 0x61, "NAK invalid request");
+    assert_eq!(p.sim.engines[1].query_qp(p.b.qpn).unwrap().qp_state, QpState::Err);
+    // The receive the responder held is flushed.
+    let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
+    assert_eq!(r[0].status, WcStatus::WrFlushErr);
+
+    // A UC opcode sent to an RC QP is dropped without an answer.
+    let mut p = pair();
+    let pkt = request(&p, Opcode::UcSendOnly, &[]);
+    assert!(answers(&mut p, &pkt).is_empty());
+    assert_eq!(p.sim.engines[1].query_qp(p.b.qpn).unwrap().qp_state, QpState::Rts);
+}
+
+#[test]
+fn bad_lkey_or_range_is_local_protection_error() {
+    let mut p = pair();
+    post_recv(&mut p, 1, 4096);
+    let src = reg(&mut p.sim.engines[0], &p.a, 0x1000, vec![1; 64], ALL);
+    let wrs = [
+        Sge { addr: 0x1000, length: 8, lkey: src ^ 0x100 },
+        Sge { addr: 0x1000 + 60, length: 8, lkey: src },
+        Sge { addr: 0x1000, length: 8, lkey: src },
+    ];
+    for (i, sge) in wrs.into_iter().enumerate() {
+        p.sim.engines[0].post_send(p.a.qpn, SendWr::new(i as u64, WrOp::Send, vec![sge])).unwrap();
+    }
+    let wcs = run_for_sends(&mut p, 3);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [(0, WcStatus::LocProtErr), (1, WcStatus::WrFlushErr), (2, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(wcs[0].status.to_string(), "local protection error");
+}
+
+#[test]
+fn read_into_a_region_without_local_write_is_local_protection_error() {
+    let mut p = pair();
+    let remote = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![1; 64], ALL);
+    let ro = reg(&mut p.sim.engines[0], &p.a, 0x1000, vec![0; 64], AccessFlags::REMOTE_READ);
+    let sge = Sge { addr: 0x1000, length: 8, lkey: ro };
+    let wr = SendWr::new(5, WrOp::RdmaRead { remote_addr: 0x8000, rkey: remote }, vec![sge]);
+    p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
+    let wcs = run_for_sends(&mut p, 1);
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (5, WcStatus::LocProtErr));
+}
+
+#[test]
+fn length_errors() {
+    // An atomic needs an 8-byte local buffer.
+    let mut p = pair();
+    let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 64], ALL);
+    post(&mut p, 1, WrOp::AtomicFetchAdd { remote_addr: 0x8000, rkey: key, add: 1 }, 4);
+    let wcs = run_for_sends(&mut p, 1);
+    assert_eq!(wcs[0].status, WcStatus::LocLenErr);
+    assert_eq!(wcs[0].status.to_string(), "local length error");
+    assert_eq!(contents(&p.sim.engines[1], key), vec![0; 64]);
+
+    // A SEND longer than the receive buffer: the receiver sees a local
+    // length error, the sender a remote invalid request.
+    let mut p = pair();
+    post_recv(&mut p, 7, 50);
+    post(&mut p, 1, WrOp::Send, 100);
+    let wcs = run_for_sends(&mut p, 1);
+    assert_eq!(wcs[0].status, WcStatus::RemInvReqErr);
+    let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
+    assert_eq!((r[0].wr_id, r[0].status), (7, WcStatus::LocLenErr));
+}
+
+#[test]
+fn modify_to_error_flushes_everything() {
+    let mut p = pair();
+    post_recv(&mut p, 10, 64);
+    post_recv(&mut p, 11, 64);
+    let attr = QpAttr { qp_state: QpState::Err, ..QpAttr::default() };
+    p.sim.engines[1].modify_qp(p.b.qpn, &attr, QpAttrMask::STATE).unwrap();
+    let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
+    assert_eq!(
+        r.iter().map(|w| (w.wr_id, w.status, w.opcode)).collect::<Vec<_>>(),
+        [(10, WcStatus::WrFlushErr, WcOpcode::Recv), (11, WcStatus::WrFlushErr, WcOpcode::Recv)]
+    );
+    assert_eq!(WcStatus::WrFlushErr.to_string(), "Work Request Flushed Error");
+}
+
+#[test]
+fn illegal_transitions_and_masks_are_errors_that_say_what() {
+    let mut p = pair();
+    let e = &mut p.sim.engines[0];
+    let attr = QpAttr { qp_state: QpState::Rtr, ..QpAttr::default() };
+    let err = e.modify_qp(p.a.qpn, &attr, QpAttrMask::STATE).unwrap_err();
+    assert_eq!(err.to_string(), "modify QP: RTS -> RTR is not a valid transition for a Rc QP");
+    let o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    let fresh = create_endpoint(e, &o, None, None);
+    let attr = QpAttr { qp_state: QpState::Init, port_num: 1, ..QpAttr::default() };
+    let err = e.modify_qp(fresh.qpn, &attr, QpAttrMask::STATE | QpAttrMask::PORT).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "modify QP RESET -> INIT: missing required attributes IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX"
+    );
+    let err = e.post_send(fresh.qpn, SendWr::new(1, WrOp::Send, vec![])).unwrap_err();
+    assert_eq!(err.to_string(), format!("post_send: QP 0x{:06x} is in state RESET", fresh.qpn));
+}
+
+#[test]
+fn unsignaled_wrs_complete_silently_unless_they_fail() {
+    let mut p = pair();
+    for id in 0..3 {
+        post_recv(&mut p, id, 4096);
+    }
+    let src = reg(&mut p.sim.engines[0], &p.a, 0x1000, vec![1; 64], ALL);
+    for id in 0..3u64 {
+        let mut wr = SendWr::new(id, WrOp::Send, vec![Sge { addr: 0x1000, length: 8, lkey: src }]);
+        wr.flags = if id == 1 { SendFlags::SIGNALED } else { SendFlags::EMPTY };
+        p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
+    }
+    // Run until the link and the timers are quiet: every ACK has arrived.
+    p.sim.run_until(10_000, Duration::from_millis(10), |_| false);
+    assert_eq!(p.sim.engines[1].cq_len(p.b.recv_cq), 3);
+    let wcs = poll_all(&mut p.sim.engines[0], p.a.send_cq);
+    assert_eq!(wcs.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [1]);
+}
+
+#[test]
+fn cq_overflow_is_an_async_error() {
+    let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    o.cq_size = 2;
+    o.sq_sig_all = true;
+    let mut p = pair_with(o);
+    let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 64], ALL);
+    for id in 0..4 {
+        post(&mut p, id, WrOp::RdmaWrite { remote_addr: 0x8000, rkey: key }, 8);
+    }
+    p.sim.run_until(10_000, Duration::from_millis(10), |_| false);
+    assert!(p.sim.engines[0].cq_overflowed(p.a.send_cq));
+    assert_eq!(events(&mut p.sim.engines[0]), [Event::CqError { cq: p.a.send_cq }]);
+    assert_eq!(poll_all(&mut p.sim.engines[0], p.a.send_cq).len(), 2);
+}
+
+#[test]
+fn srq_serves_receives_and_raises_its_limit_event() {
+    let o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    let mut sim = Sim::new(3, LinkConfig::clean());
+    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
+    let pd = sim.engines[1].alloc_pd();
+    let attr = uroce_transport::engine::SrqAttr { max_wr: 16, max_sge: 1, srq_limit: 2 };
+    let srq = sim.engines[1].create_srq(pd, attr).unwrap();
+    let b = create_endpoint(&mut sim.engines[1], &o, Some(pd), Some(srq));
+    connect(&mut sim, &a, &b, &o);
+    let dst = sim.engines[1].reg_mr(pd, 0x8000, Box::new(vec![0u8; 4 * 64]), ALL).unwrap().lkey;
+    for i in 0..4u64 {
+        let sge = Sge { addr: 0x8000 + 64 * i, length: 64, lkey: dst };
+        sim.engines[1].post_srq_recv(srq, RecvWr { wr_id: 100 + i, sg_list: vec![sge] }).unwrap();
+    }
+    let src = sim.engines[0].reg_mr(a.pd, 0x1000, Box::new(vec![9u8; 64]), ALL).unwrap().lkey;
+    for i in 0..3 {
+        let wr = SendWr::new(i, WrOp::Send, vec![Sge { addr: 0x1000, length: 10, lkey: src }]);
+        sim.engines[0].post_send(a.qpn, wr).unwrap();
+    }
+    sim.run_until(10_000, Duration::from_millis(10), |s| s.engines[1].cq_len(b.recv_cq) == 3);
+    let r = poll_all(&mut sim.engines[1], b.recv_cq);
+    assert_eq!(r.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [100, 101, 102]);
+    assert_eq!(sim.engines[1].srq_len(srq), 1);
+    assert_eq!(events(&mut sim.engines[1]), [Event::SrqLimitReached { srq }]);
+}
+
+#[test]
+fn ud_qkey_mismatch_is_dropped() {
+    let mut o = QpOptions::new(QpType::Ud, Mtu::Mtu1024);
+    o.sq_sig_all = true;
+    let mut p = pair_with(o);
+    post_recv(&mut p, 1, 4096);
+    let src = reg(&mut p.sim.engines[0], &p.a, 0x1000, vec![1; 64], ALL);
+    for (id, qkey) in [(1u64, 0x2222_2222u32), (2, o.qkey)] {
+        let mut wr = SendWr::new(id, WrOp::Send, vec![Sge { addr: 0x1000, length: 8, lkey: src }]);
+        wr.ud = Some(uroce_transport::engine::UdDest { dgid: p.sim.gids[1], remote_qpn: p.b.qpn, remote_qkey: qkey });
+        p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
+    }
+    p.sim.run_until(10_000, Duration::from_millis(10), |_| false);
+    assert_eq!(poll_all(&mut p.sim.engines[0], p.a.send_cq).len(), 2, "both sends complete");
+    let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
+    assert_eq!(r.len(), 1, "only the right Q_Key is received");
+    assert_eq!((r[0].byte_len, r[0].src_qp), (40 + 8, p.a.qpn));
+}
