@@ -6,6 +6,7 @@
 //! ICRC field when a packet leaves and drops packets whose CRC no longer
 //! matches on arrival, as a real link checks the ICRC.
 
+pub mod goodput;
 mod link;
 mod setup;
 mod workload;
