@@ -1,1 +1,560 @@
-//! TODO
+//! What the raw links (packet, tap) share: Ethernet/IPv4/IPv6/UDP framing on
+//! [`crate::frame`], the ICRC on transmit and its check on receive, ARP and
+//! neighbour discovery for the link's own addresses, and the neighbour cache.
+
+use super::gid::{Gid, GidTable, IbMtu};
+use super::neighbour::{self, Ndisc, NeighbourCache, NeighbourConfig, Resolution};
+use super::{wire_addr, Direction, FrameSink, Integrity, LinkInfo, LinkStats, RxDatagram, TxDatagram};
+use crate::frame::{parse_ethernet, EthFields, FrameError, FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, ETH_HDR};
+use crate::sys::mmsg::{self, RxMeta, MAX_BATCH};
+use crate::sys::udp::UdpSocket;
+use smoltcp::wire::{ArpOperation, ArpRepr};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+use uroce_transport::icrc;
+use uroce_transport::wire::ICRC_LEN;
+
+/// Moves whole Ethernet frames.
+pub(crate) trait FrameIo: Send {
+    fn fd(&self) -> RawFd;
+    /// Sends up to [`MAX_BATCH`] frames; how many went (an error: the first failed).
+    fn send(&mut self, frames: &[&[u8]]) -> io::Result<usize>;
+    /// Receives without waiting, one frame per `slot` of `buf`.
+    fn recv(&mut self, buf: &mut [u8], slot: usize, metas: &mut [RxMeta]) -> io::Result<usize>;
+}
+
+/// The addresses and options a raw link runs with.
+pub(crate) struct EtherConfig {
+    pub kind: &'static str,
+    pub name: String,
+    pub ifname: String,
+    pub mac: [u8; 6],
+    /// IPv4 address and on-link prefix length (0: every IPv4 peer is on-link).
+    pub ipv4: Option<(Ipv4Addr, u8)>,
+    /// Other IPv6 addresses than the link-local one (derived from `mac`).
+    pub ipv6: Vec<Ipv6Addr>,
+    /// Addresses the host kernel also holds: it answers ARP/ND for them.
+    pub kernel_owned: Vec<IpAddr>,
+    pub mtu: usize,
+    pub path_mtu: Option<IbMtu>,
+    /// Sockets keeping the kernel from answering our RoCE packets with ICMP.
+    pub guards: Vec<UdpSocket>,
+}
+
+/// BTH + ICRC: the shortest RoCEv2 packet.
+const MIN_ROCE: usize = 12 + ICRC_LEN;
+/// The largest frame slot (jumbo frames).
+const MAX_SLOT: usize = 9216 + ETH_HDR;
+/// The longest a receive waits before running the neighbour timers.
+const TIMER_TICK: Duration = Duration::from_millis(100);
+
+struct Ctl {
+    frame: Vec<u8>,
+    roce: bool,
+}
+
+pub(crate) struct EtherLink<I: FrameIo> {
+    io: I,
+    mac: [u8; 6],
+    ipv4: Option<(Ipv4Addr, u8)>,
+    /// Link-local first.
+    ipv6: Vec<Ipv6Addr>,
+    kernel_owned: Vec<IpAddr>,
+    info: LinkInfo,
+    stats: LinkStats,
+    neigh: NeighbourCache,
+    ident: u16,
+    slot: usize,
+    tx_buf: Vec<u8>,
+    ctl: Vec<Ctl>,
+    pool: Vec<Vec<u8>>,
+    rx_buf: Vec<u8>,
+    metas: Vec<RxMeta>,
+    sink: Option<FrameSink>,
+    probes: Vec<IpAddr>,
+    _guards: Vec<UdpSocket>,
+}
+
+fn is_link_local(a: &Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
+}
+
+impl<I: FrameIo> EtherLink<I> {
+    pub(crate) fn new(io: I, cfg: EtherConfig) -> EtherLink<I> {
+        let link_local = Gid::link_local(cfg.mac);
+        let ll = Ipv6Addr::from(link_local.0);
+        let mut ipv6 = vec![ll];
+        ipv6.extend(cfg.ipv6.iter().copied().filter(|a| *a != ll));
+        let gids = GidTable::new(link_local, cfg.ipv4.map(|a| a.0), &ipv6[1..]);
+        let path_mtu = cfg.path_mtu.or_else(|| IbMtu::for_link_mtu(cfg.mtu)).unwrap_or(IbMtu::Mtu256);
+        let info = LinkInfo {
+            kind: cfg.kind,
+            name: cfg.name,
+            ifname: Some(cfg.ifname),
+            mac: Some(cfg.mac),
+            ipv4: cfg.ipv4.map(|a| a.0),
+            ipv6: ipv6.clone(),
+            mtu: cfg.mtu,
+            path_mtu,
+            gids,
+        };
+        let slot = (cfg.mtu + ETH_HDR).min(MAX_SLOT);
+        EtherLink {
+            io,
+            mac: cfg.mac,
+            ipv4: cfg.ipv4,
+            ipv6,
+            kernel_owned: cfg.kernel_owned,
+            info,
+            stats: LinkStats::default(),
+            neigh: NeighbourCache::new(NeighbourConfig::default()),
+            ident: 1,
+            slot,
+            tx_buf: vec![0; slot * MAX_BATCH],
+            ctl: Vec::new(),
+            pool: Vec::new(),
+            rx_buf: vec![0; slot * MAX_BATCH],
+            metas: vec![RxMeta::default(); MAX_BATCH],
+            sink: None,
+            probes: Vec::new(),
+            _guards: cfg.guards,
+        }
+    }
+
+    pub(crate) fn neighbours(&self) -> &NeighbourCache {
+        &self.neigh
+    }
+
+    fn is_ours(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => self.ipv4.is_some_and(|(o, _)| o == a),
+            IpAddr::V6(a) => self.ipv6.contains(&a),
+        }
+    }
+
+    /// Whether we answer ARP/ND for `ip` (the kernel answers for its own).
+    fn answers_for(&self, ip: IpAddr) -> bool {
+        self.is_ours(ip) && !self.kernel_owned.contains(&ip)
+    }
+
+    fn src_v6(&self, peer: Ipv6Addr) -> Ipv6Addr {
+        if is_link_local(&peer) {
+            return self.ipv6[0];
+        }
+        self.ipv6.get(1).copied().unwrap_or(self.ipv6[0])
+    }
+
+    fn buffer(&mut self) -> Vec<u8> {
+        self.pool.pop().unwrap_or_default()
+    }
+
+    fn push_probe(&mut self, peer: IpAddr) {
+        let mut b = self.buffer();
+        match peer {
+            IpAddr::V4(p) => {
+                let Some((ours, _)) = self.ipv4 else { return };
+                neighbour::arp(&mut b, ArpOperation::Request, (self.mac, ours), ([0; 6], p));
+                self.stats.arp_requests_sent += 1;
+            }
+            IpAddr::V6(p) => {
+                neighbour::neighbour_solicit(&mut b, self.mac, self.src_v6(p), p);
+                self.stats.nd_solicits_sent += 1;
+            }
+        }
+        self.ctl.push(Ctl { frame: b, roce: false });
+    }
+
+    fn run_timers(&mut self, now: Instant) {
+        let mut probes = std::mem::take(&mut self.probes);
+        probes.clear();
+        self.neigh.poll(now, &mut probes);
+        for p in &probes {
+            self.push_probe(*p);
+        }
+        self.probes = probes;
+    }
+
+    /// Headers for a datagram, or `None` (dropped) if the link cannot carry it.
+    fn repr_for(&mut self, d: &TxDatagram<'_>, peer: IpAddr) -> Option<FrameRepr> {
+        let ip = match peer {
+            IpAddr::V4(p) => {
+                let (src, prefix) = self.ipv4?;
+                if prefix > 0 && prefix <= 32 {
+                    let mask = u32::MAX << (32 - u32::from(prefix));
+                    if u32::from(src) & mask != u32::from(p) & mask {
+                        return None; // off-link: no router support
+                    }
+                }
+                let h = Ipv4Fields::new(src, p, self.ident);
+                self.ident = self.ident.wrapping_add(1);
+                IpFields::V4(h)
+            }
+            IpAddr::V6(p) => {
+                IpFields::V6(Ipv6Fields { src: self.src_v6(p), dst: p, traffic_class: 0, flow_label: 0, hop_limit: 64 })
+            }
+        };
+        let repr = FrameRepr::new(Some(EthFields { dst: [0; 6], src: self.mac }), ip, d.src_port);
+        let len = repr.buffer_len(d.roce.len());
+        (d.roce.len() >= MIN_ROCE && len - ETH_HDR <= self.info.mtu && len <= self.slot).then_some(repr)
+    }
+
+    fn write_frame(repr: &FrameRepr, roce: &[u8], buf: &mut [u8]) -> bool {
+        let at = repr.emit(buf, roce.len());
+        buf[at].copy_from_slice(roce);
+        repr.seal(buf).is_ok()
+    }
+
+    /// Sends frames, dropping (and counting) those the kernel refuses.
+    fn transmit(&mut self, frames: &[&[u8]], roce: &[bool]) -> io::Result<usize> {
+        let mut at = 0;
+        let mut sent = 0;
+        while at < frames.len() {
+            let end = (at + MAX_BATCH).min(frames.len());
+            self.stats.tx_syscalls += 1;
+            match self.io.send(&frames[at..end]) {
+                Ok(k) => {
+                    self.stats.tx_max_batch = self.stats.tx_max_batch.max(k as u64);
+                    for j in at..at + k {
+                        if roce[j] {
+                            self.stats.tx_packets += 1;
+                            self.stats.tx_bytes += (frames[j].len() - roce_offset(frames[j])) as u64;
+                            sent += 1;
+                        }
+                        if let Some(s) = self.sink.as_mut() {
+                            s(Direction::Tx, frames[j]);
+                        }
+                    }
+                    if k == 0 {
+                        self.stats.tx_dropped += 1;
+                    }
+                    at += k.max(1);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if drop_frame(&e) => {
+                    self.stats.tx_dropped += 1;
+                    at += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(sent)
+    }
+
+    fn flush_ctl(&mut self) -> io::Result<usize> {
+        if self.ctl.is_empty() {
+            return Ok(0);
+        }
+        let ctl = std::mem::take(&mut self.ctl);
+        let frames: Vec<&[u8]> = ctl.iter().map(|c| &c.frame[..]).collect();
+        let kinds: Vec<bool> = ctl.iter().map(|c| c.roce).collect();
+        let r = self.transmit(&frames, &kinds);
+        drop(frames);
+        for c in ctl {
+            if self.pool.len() < 256 {
+                self.pool.push(c.frame);
+            }
+        }
+        r
+    }
+
+    pub(crate) fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
+        let now = Instant::now();
+        self.run_timers(now);
+        let mut sent = 0;
+        for chunk in batch.chunks(MAX_BATCH) {
+            let mut lens = [0usize; MAX_BATCH];
+            let mut n = 0;
+            for d in chunk {
+                let peer = wire_addr(d.peer);
+                let Some(mut repr) = self.repr_for(d, peer) else {
+                    self.stats.tx_dropped += 1;
+                    continue;
+                };
+                let len = repr.buffer_len(d.roce.len());
+                match self.neigh.resolve(peer, now) {
+                    Resolution::Known { mac, probe } => {
+                        if probe {
+                            self.push_probe(peer);
+                        }
+                        repr.eth = Some(EthFields { dst: mac, src: self.mac });
+                        let slot = &mut self.tx_buf[n * self.slot..n * self.slot + len];
+                        if Self::write_frame(&repr, d.roce, slot) {
+                            lens[n] = len;
+                            n += 1;
+                        } else {
+                            self.stats.tx_dropped += 1;
+                        }
+                    }
+                    Resolution::Unknown { probe } => {
+                        if probe {
+                            self.push_probe(peer);
+                        }
+                        let mut b = self.buffer();
+                        b.clear();
+                        b.resize(len, 0);
+                        if Self::write_frame(&repr, d.roce, &mut b) {
+                            self.neigh.queue(peer, b);
+                        } else {
+                            self.stats.tx_dropped += 1;
+                        }
+                    }
+                }
+            }
+            self.flush_ctl()?;
+            let tx_buf = std::mem::take(&mut self.tx_buf);
+            let frames: Vec<&[u8]> = (0..n).map(|i| &tx_buf[i * self.slot..i * self.slot + lens[i]]).collect();
+            let r = self.transmit(&frames, &[true; MAX_BATCH][..n]);
+            drop(frames);
+            self.tx_buf = tx_buf;
+            sent += r?;
+        }
+        Ok(sent)
+    }
+
+    fn queue_flushed(&mut self, flushed: Option<std::collections::VecDeque<Vec<u8>>>, mac: [u8; 6]) {
+        for mut f in flushed.into_iter().flatten() {
+            f[..6].copy_from_slice(&mac);
+            self.ctl.push(Ctl { frame: f, roce: true });
+        }
+    }
+
+    fn on_arp(&mut self, arp: ArpRepr, now: Instant) {
+        let ArpRepr::EthernetIpv4 {
+            operation, source_hardware_addr, source_protocol_addr, target_protocol_addr, ..
+        } = arp
+        else {
+            return;
+        };
+        let (sha, spa) = (source_hardware_addr.0, source_protocol_addr);
+        let for_us = self.is_ours(IpAddr::V4(target_protocol_addr));
+        let flushed = self.neigh.learn(IpAddr::V4(spa), sha, now, for_us);
+        self.queue_flushed(flushed, sha);
+        if for_us && operation == ArpOperation::Request && self.answers_for(IpAddr::V4(target_protocol_addr)) {
+            let mut b = self.buffer();
+            neighbour::arp(&mut b, ArpOperation::Reply, (self.mac, target_protocol_addr), (sha, spa));
+            self.ctl.push(Ctl { frame: b, roce: false });
+            self.stats.arp_replies_sent += 1;
+        }
+    }
+
+    fn on_ndisc(&mut self, nd: Ndisc, now: Instant) {
+        match nd {
+            Ndisc::Solicit { src, src_mac, target } => {
+                if !self.is_ours(IpAddr::V6(target)) {
+                    return;
+                }
+                let (to, to_mac) = if src.is_unspecified() {
+                    let all = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+                    (all, neighbour::multicast_mac(all))
+                } else {
+                    let flushed = self.neigh.learn(IpAddr::V6(src), src_mac, now, true);
+                    self.queue_flushed(flushed, src_mac);
+                    (src, src_mac)
+                };
+                if self.answers_for(IpAddr::V6(target)) {
+                    let mut b = self.buffer();
+                    neighbour::neighbour_advert(&mut b, self.mac, target, to_mac, to);
+                    self.ctl.push(Ctl { frame: b, roce: false });
+                    self.stats.nd_adverts_sent += 1;
+                }
+            }
+            Ndisc::Advert { target, mac, solicited } => {
+                let flushed = self.neigh.learn(IpAddr::V6(target), mac, now, solicited);
+                self.queue_flushed(flushed, mac);
+            }
+        }
+    }
+
+    pub(crate) fn recv(&mut self, timeout: Duration, f: &mut dyn FnMut(&RxDatagram<'_>)) -> io::Result<usize> {
+        let now = Instant::now();
+        self.run_timers(now);
+        self.flush_ctl()?;
+        if !mmsg::wait_readable(self.io.fd(), timeout.min(TIMER_TICK))? {
+            return Ok(0);
+        }
+        self.stats.rx_syscalls += 1;
+        let mut rx_buf = std::mem::take(&mut self.rx_buf);
+        let mut metas = std::mem::take(&mut self.metas);
+        let got = self.io.recv(&mut rx_buf, self.slot, &mut metas);
+        let got = match got {
+            Ok(n) => n,
+            Err(e) => {
+                self.rx_buf = rx_buf;
+                self.metas = metas;
+                return Err(e);
+            }
+        };
+        self.stats.rx_max_batch = self.stats.rx_max_batch.max(got as u64);
+        let now = Instant::now();
+        let mut delivered = 0;
+        for (i, m) in metas.iter().enumerate().take(got) {
+            let frame = &rx_buf[i * self.slot..i * self.slot + m.len];
+            if m.truncated {
+                self.stats.rx_malformed += 1;
+                continue;
+            }
+            if self.on_frame(frame, now, f) {
+                delivered += 1;
+            }
+        }
+        self.rx_buf = rx_buf;
+        self.metas = metas;
+        self.flush_ctl()?;
+        Ok(delivered)
+    }
+
+    /// Handles one received frame; `true` if it delivered a datagram.
+    fn on_frame(&mut self, frame: &[u8], now: Instant, f: &mut dyn FnMut(&RxDatagram<'_>)) -> bool {
+        if frame.len() < ETH_HDR {
+            self.stats.rx_other += 1;
+            return false;
+        }
+        let to_us = frame[..6] == self.mac;
+        if !to_us && frame[0] & 1 == 0 {
+            self.stats.rx_other += 1; // another host's unicast (promiscuous socket)
+            return false;
+        }
+        if let Some(s) = self.sink.as_mut() {
+            s(Direction::Rx, frame);
+        }
+        match [frame[12], frame[13]] {
+            [0x08, 0x06] => {
+                if let Some(arp) = neighbour::parse_arp(frame) {
+                    self.on_arp(arp, now);
+                }
+                self.stats.rx_other += 1;
+                return false;
+            }
+            [0x86, 0xdd] => {
+                if let Some(nd) = neighbour::parse_ndisc(frame) {
+                    self.on_ndisc(nd, now);
+                    self.stats.rx_other += 1;
+                    return false;
+                }
+            }
+            _ => {}
+        }
+        let p = match parse_ethernet(frame) {
+            Ok(p) => p,
+            Err(FrameError::NotRoce) => {
+                self.stats.rx_other += 1;
+                return false;
+            }
+            Err(FrameError::Malformed(_)) => {
+                self.stats.rx_malformed += u64::from(to_us);
+                return false;
+            }
+        };
+        let dst = p.repr.ip.dst();
+        if !to_us || !self.is_ours(dst) {
+            self.stats.rx_other += 1;
+            return false;
+        }
+        match icrc::check(p.ip_packet) {
+            Ok(true) => {}
+            Ok(false) => {
+                self.stats.rx_icrc_bad += 1;
+                return false;
+            }
+            Err(_) => {
+                self.stats.rx_malformed += 1;
+                return false;
+            }
+        }
+        self.stats.rx_packets += 1;
+        self.stats.rx_bytes += p.roce.len() as u64;
+        let d = RxDatagram {
+            peer: p.repr.ip.src(),
+            src_port: p.repr.udp.src_port,
+            local: dst,
+            roce: p.roce,
+            integrity: Integrity::Icrc,
+        };
+        f(&d);
+        true
+    }
+
+    pub(crate) fn info(&self) -> &LinkInfo {
+        &self.info
+    }
+
+    pub(crate) fn stats(&self) -> LinkStats {
+        let mut s = self.stats;
+        s.tx_dropped += self.neigh.dropped;
+        s
+    }
+
+    pub(crate) fn set_frame_sink(&mut self, sink: Option<FrameSink>) {
+        self.sink = sink;
+    }
+}
+
+/// Where the RoCE packet starts in a frame we built.
+fn roce_offset(frame: &[u8]) -> usize {
+    match [frame[12], frame[13]] {
+        [0x86, 0xdd] => ETH_HDR + 40 + 8,
+        _ => ETH_HDR + 20 + 8,
+    }
+}
+
+/// Errors of one frame, which drop it rather than fail the link.
+fn drop_frame(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMSGSIZE | libc::ENETDOWN | libc::ENXIO | libc::ENOBUFS | libc::EAGAIN | libc::EINVAL | libc::EIO)
+    )
+}
+
+/// The Link implementation of a newtype around an [`EtherLink`].
+macro_rules! ether_link_impl {
+    ($t:ty) => {
+        impl $crate::link::Link for $t {
+            fn send(&mut self, batch: &[$crate::link::TxDatagram<'_>]) -> std::io::Result<usize> {
+                self.0.send(batch)
+            }
+            fn recv(
+                &mut self,
+                timeout: std::time::Duration,
+                f: &mut dyn FnMut(&$crate::link::RxDatagram<'_>),
+            ) -> std::io::Result<usize> {
+                self.0.recv(timeout, f)
+            }
+            fn info(&self) -> &$crate::link::LinkInfo {
+                self.0.info()
+            }
+            fn stats(&self) -> $crate::link::LinkStats {
+                self.0.stats()
+            }
+            fn frame_type(&self) -> $crate::pcap::LinkType {
+                $crate::pcap::LinkType::Ethernet
+            }
+            fn set_frame_sink(&mut self, sink: Option<$crate::link::FrameSink>) {
+                self.0.set_frame_sink(sink)
+            }
+        }
+    };
+}
+pub(crate) use ether_link_impl;
+
+/// Sockets on `IP:4791` for each of `addrs` the kernel holds, so that it drops
+/// RoCE packets to them quietly instead of answering ICMP port-unreachable.
+pub(crate) fn port_guards(addrs: &[IpAddr], ifindex: u32) -> Result<Vec<UdpSocket>, super::LinkError> {
+    use crate::sys::udp::UdpOptions;
+    use std::net::{SocketAddr, SocketAddrV6};
+    let mut out = Vec::new();
+    for ip in addrs {
+        let addr = match ip {
+            IpAddr::V6(a) if is_link_local(a) => SocketAddr::V6(SocketAddrV6::new(*a, 4791, 0, ifindex)),
+            _ => SocketAddr::new(*ip, 4791),
+        };
+        let opts = UdpOptions { no_check: false, buffer: 4096, gro: false, freebind: true };
+        let s = UdpSocket::bind(addr, opts).map_err(|e| match e.raw_os_error() {
+            Some(libc::EADDRINUSE) => super::LinkError::AddressInUse(addr),
+            _ => super::LinkError::os(format!("binding the port guard {addr}"), e, "CAP_NET_BIND_SERVICE"),
+        })?;
+        out.push(s);
+    }
+    Ok(out)
+}

@@ -1,1 +1,404 @@
-//! TODO
+//! The neighbour cache of a raw link, and the ARP and IPv6 neighbour-discovery
+//! frames that fill it and answer for the link's addresses (smoltcp's wire types).
+//!
+//! States, as the kernel's (simplified): an unknown address becomes
+//! *incomplete* (frames wait, bounded, while a request is sent every
+//! `retrans`, at most `probes` times; then they are dropped); a reply makes it
+//! *reachable* for `reachable`; then *stale*: still used, with a fresh request
+//! on use, and forgotten after `probes` unanswered ones.
+
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::wire::{
+    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, Icmpv6Packet, Icmpv6Repr,
+    IpProtocol, Ipv6Packet, NdiscNeighborFlags, NdiscRepr, RawHardwareAddress,
+};
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::{Duration, Instant};
+
+pub const BROADCAST: [u8; 6] = [0xff; 6];
+
+/// Timers and bounds of the cache.
+#[derive(Debug, Clone, Copy)]
+pub struct NeighbourConfig {
+    pub reachable: Duration,
+    pub retrans: Duration,
+    pub probes: u32,
+    /// Frames waiting per unresolved neighbour (older ones are dropped).
+    pub max_pending: usize,
+    pub max_entries: usize,
+}
+
+impl Default for NeighbourConfig {
+    fn default() -> Self {
+        NeighbourConfig {
+            reachable: Duration::from_secs(30),
+            retrans: Duration::from_secs(1),
+            probes: 3,
+            max_pending: 256,
+            max_entries: 4096,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Incomplete { probes: u32, next_probe: Instant },
+    Reachable { mac: [u8; 6], until: Instant },
+    Stale { mac: [u8; 6], probes: u32, next_probe: Instant },
+}
+
+#[derive(Debug)]
+struct Entry {
+    state: State,
+    pending: VecDeque<Vec<u8>>,
+}
+
+/// What to do with a frame for a neighbour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// Send to this MAC; `probe`: also send a request (the entry is stale).
+    Known { mac: [u8; 6], probe: bool },
+    /// Queue the frame; `probe`: send a request now (first use).
+    Unknown { probe: bool },
+}
+
+/// IP address -> MAC, with frames waiting for resolution.
+#[derive(Debug, Default)]
+pub struct NeighbourCache {
+    cfg: NeighbourConfig,
+    map: HashMap<IpAddr, Entry>,
+    /// Frames dropped because resolution failed or queues overflowed.
+    pub dropped: u64,
+}
+
+impl NeighbourCache {
+    pub fn new(cfg: NeighbourConfig) -> NeighbourCache {
+        NeighbourCache { cfg, map: HashMap::new(), dropped: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn state(&self, ip: IpAddr) -> Option<State> {
+        self.map.get(&ip).map(|e| e.state)
+    }
+
+    /// The MAC of a resolved neighbour.
+    pub fn mac(&self, ip: IpAddr) -> Option<[u8; 6]> {
+        match self.state(ip)? {
+            State::Reachable { mac, .. } | State::Stale { mac, .. } => Some(mac),
+            State::Incomplete { .. } => None,
+        }
+    }
+
+    /// Where a frame for `ip` goes now.
+    pub fn resolve(&mut self, ip: IpAddr, now: Instant) -> Resolution {
+        let cfg = self.cfg;
+        if !self.map.contains_key(&ip) && self.map.len() >= cfg.max_entries {
+            self.evict();
+        }
+        let e = self.map.entry(ip).or_insert_with(|| Entry {
+            state: State::Incomplete { probes: 0, next_probe: now },
+            pending: VecDeque::new(),
+        });
+        match &mut e.state {
+            State::Reachable { mac, until } if *until > now => Resolution::Known { mac: *mac, probe: false },
+            State::Reachable { mac, .. } => {
+                let mac = *mac;
+                e.state = State::Stale { mac, probes: 1, next_probe: now + cfg.retrans };
+                Resolution::Known { mac, probe: true }
+            }
+            State::Stale { mac, probes, next_probe } => {
+                let probe = *next_probe <= now;
+                if probe {
+                    *probes += 1;
+                    *next_probe = now + cfg.retrans;
+                }
+                Resolution::Known { mac: *mac, probe }
+            }
+            State::Incomplete { probes, next_probe } => {
+                let probe = *probes == 0;
+                if probe {
+                    *probes = 1;
+                    *next_probe = now + cfg.retrans;
+                }
+                Resolution::Unknown { probe }
+            }
+        }
+    }
+
+    /// Queues a frame for an incomplete neighbour.
+    pub fn queue(&mut self, ip: IpAddr, frame: Vec<u8>) {
+        let max = self.cfg.max_pending;
+        if let Some(e) = self.map.get_mut(&ip) {
+            if e.pending.len() >= max {
+                e.pending.pop_front();
+                self.dropped += 1;
+            }
+            e.pending.push_back(frame);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    /// Records `ip` at `mac`; `create` adds an entry that did not exist.
+    /// Returns the frames that were waiting for it.
+    pub fn learn(&mut self, ip: IpAddr, mac: [u8; 6], now: Instant, create: bool) -> Option<VecDeque<Vec<u8>>> {
+        if mac[0] & 1 != 0 || mac == [0; 6] {
+            return None;
+        }
+        if !self.map.contains_key(&ip) {
+            if !create {
+                return None;
+            }
+            if self.map.len() >= self.cfg.max_entries {
+                self.evict();
+            }
+        }
+        let until = now + self.cfg.reachable;
+        let e = self
+            .map
+            .entry(ip)
+            .or_insert_with(|| Entry { state: State::Reachable { mac, until }, pending: VecDeque::new() });
+        e.state = State::Reachable { mac, until };
+        (!e.pending.is_empty()).then(|| std::mem::take(&mut e.pending))
+    }
+
+    /// Runs the timers: appends to `probe` the addresses to send a request
+    /// for, forgets failed ones (dropping their frames).
+    pub fn poll(&mut self, now: Instant, probe: &mut Vec<IpAddr>) {
+        let max = self.cfg.probes;
+        let retrans = self.cfg.retrans;
+        let mut dropped = 0;
+        self.map.retain(|ip, e| match &mut e.state {
+            State::Incomplete { probes, next_probe } | State::Stale { probes, next_probe, .. }
+                if *next_probe <= now =>
+            {
+                if *probes >= max {
+                    dropped += e.pending.len() as u64;
+                    return false;
+                }
+                if matches!(e.state, State::Incomplete { .. }) {
+                    if let State::Incomplete { probes, next_probe } = &mut e.state {
+                        *probes += 1;
+                        *next_probe = now + retrans;
+                    }
+                    probe.push(*ip);
+                }
+                true
+            }
+            _ => true,
+        });
+        self.dropped += dropped;
+    }
+
+    /// The earliest timer, if any entry is waiting.
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.map
+            .values()
+            .filter_map(|e| match e.state {
+                State::Incomplete { next_probe, .. } => Some(next_probe),
+                _ => None,
+            })
+            .min()
+    }
+
+    fn evict(&mut self) {
+        // Forget a stale or expired entry, else any without waiting frames.
+        let victim = self
+            .map
+            .iter()
+            .find(|(_, e)| matches!(e.state, State::Stale { .. }))
+            .or_else(|| self.map.iter().find(|(_, e)| e.pending.is_empty()))
+            .map(|(ip, _)| *ip);
+        if let Some(ip) = victim {
+            if let Some(e) = self.map.remove(&ip) {
+                self.dropped += e.pending.len() as u64;
+            }
+        }
+    }
+}
+
+/// `ff02::1:ffXX:XXXX` of `ip`.
+pub fn solicited_node(ip: Ipv6Addr) -> Ipv6Addr {
+    let o = ip.octets();
+    Ipv6Addr::from([0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, o[13], o[14], o[15]])
+}
+
+/// The Ethernet multicast address of an IPv6 multicast address.
+pub fn multicast_mac(ip: Ipv6Addr) -> [u8; 6] {
+    let o = ip.octets();
+    [0x33, 0x33, o[12], o[13], o[14], o[15]]
+}
+
+fn ethernet(buf: &mut Vec<u8>, dst: [u8; 6], src: [u8; 6], proto: EthernetProtocol, payload: usize) {
+    buf.clear();
+    buf.resize(14 + payload, 0);
+    let mut f = EthernetFrame::new_unchecked(&mut buf[..]);
+    f.set_dst_addr(EthernetAddress(dst));
+    f.set_src_addr(EthernetAddress(src));
+    f.set_ethertype(proto);
+}
+
+/// An ARP request or reply frame into `buf`.
+pub fn arp(buf: &mut Vec<u8>, op: ArpOperation, src: ([u8; 6], Ipv4Addr), dst: ([u8; 6], Ipv4Addr)) {
+    let repr = ArpRepr::EthernetIpv4 {
+        operation: op,
+        source_hardware_addr: EthernetAddress(src.0),
+        source_protocol_addr: src.1,
+        target_hardware_addr: EthernetAddress(if op == ArpOperation::Request { [0; 6] } else { dst.0 }),
+        target_protocol_addr: dst.1,
+    };
+    let eth_dst = if op == ArpOperation::Request { BROADCAST } else { dst.0 };
+    ethernet(buf, eth_dst, src.0, EthernetProtocol::Arp, repr.buffer_len());
+    repr.emit(&mut ArpPacket::new_unchecked(&mut buf[14..]));
+    // Pad to the Ethernet minimum, as NICs do.
+    buf.resize(60, 0);
+}
+
+/// An ARP packet in an Ethernet frame.
+pub fn parse_arp(frame: &[u8]) -> Option<ArpRepr> {
+    let f = EthernetFrame::new_checked(frame).ok()?;
+    if f.ethertype() != EthernetProtocol::Arp {
+        return None;
+    }
+    ArpRepr::parse(&ArpPacket::new_checked(f.payload()).ok()?).ok()
+}
+
+/// A neighbour-discovery message (hop limit 255) from `src` to `dst`.
+pub fn ndisc(buf: &mut Vec<u8>, eth: ([u8; 6], [u8; 6]), src: Ipv6Addr, dst: Ipv6Addr, msg: NdiscRepr<'_>) {
+    let icmp = Icmpv6Repr::Ndisc(msg);
+    let len = icmp.buffer_len();
+    ethernet(buf, eth.0, eth.1, EthernetProtocol::Ipv6, 40 + len);
+    let mut ip = Ipv6Packet::new_unchecked(&mut buf[14..]);
+    ip.set_version(6);
+    ip.set_traffic_class(0);
+    ip.set_flow_label(0);
+    ip.set_payload_len(len as u16);
+    ip.set_next_header(IpProtocol::Icmpv6);
+    ip.set_hop_limit(255);
+    ip.set_src_addr(src);
+    ip.set_dst_addr(dst);
+    icmp.emit(&src, &dst, &mut Icmpv6Packet::new_unchecked(&mut buf[54..]), &ChecksumCapabilities::default());
+}
+
+/// A neighbour solicitation for `target` from `(mac, src)`.
+pub fn neighbour_solicit(buf: &mut Vec<u8>, mac: [u8; 6], src: Ipv6Addr, target: Ipv6Addr) {
+    let dst = solicited_node(target);
+    let msg = NdiscRepr::NeighborSolicit {
+        target_addr: target,
+        lladdr: Some(RawHardwareAddress::from(EthernetAddress(mac))),
+    };
+    ndisc(buf, (multicast_mac(dst), mac), src, dst, msg);
+}
+
+/// A solicited neighbour advertisement for `ours` at `mac`, to `(to_mac, to)`.
+pub fn neighbour_advert(buf: &mut Vec<u8>, mac: [u8; 6], ours: Ipv6Addr, to_mac: [u8; 6], to: Ipv6Addr) {
+    let msg = NdiscRepr::NeighborAdvert {
+        flags: NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE,
+        target_addr: ours,
+        lladdr: Some(RawHardwareAddress::from(EthernetAddress(mac))),
+    };
+    ndisc(buf, (to_mac, mac), ours, to, msg);
+}
+
+/// A neighbour-discovery message of interest, from an Ethernet frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ndisc {
+    Solicit { src: Ipv6Addr, src_mac: [u8; 6], target: Ipv6Addr },
+    Advert { target: Ipv6Addr, mac: [u8; 6], solicited: bool },
+}
+
+pub fn parse_ndisc(frame: &[u8]) -> Option<Ndisc> {
+    let f = EthernetFrame::new_checked(frame).ok()?;
+    if f.ethertype() != EthernetProtocol::Ipv6 {
+        return None;
+    }
+    let ip = Ipv6Packet::new_checked(f.payload()).ok()?;
+    if ip.next_header() != IpProtocol::Icmpv6 || ip.hop_limit() != 255 {
+        return None;
+    }
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    let icmp = Icmpv6Packet::new_checked(ip.payload()).ok()?;
+    let repr = Icmpv6Repr::parse(&src, &dst, &icmp, &ChecksumCapabilities::default()).ok()?;
+    let mac_of = |l: Option<RawHardwareAddress>| l.and_then(|l| <[u8; 6]>::try_from(l.as_bytes()).ok());
+    match repr {
+        Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr, lladdr }) => {
+            Some(Ndisc::Solicit { src, src_mac: mac_of(lladdr).unwrap_or(f.src_addr().0), target: target_addr })
+        }
+        Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert { flags, target_addr, lladdr }) => Some(Ndisc::Advert {
+            target: target_addr,
+            mac: mac_of(lladdr).unwrap_or(f.src_addr().0),
+            solicited: flags.contains(NdiscNeighborFlags::SOLICITED),
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    #[test]
+    fn resolve_queue_learn_flush() {
+        let t0 = Instant::now();
+        let mut c = NeighbourCache::new(NeighbourConfig::default());
+        let ip: IpAddr = "198.18.0.2".parse().unwrap();
+        assert_eq!(c.resolve(ip, t0), Resolution::Unknown { probe: true });
+        c.queue(ip, vec![1]);
+        assert_eq!(c.resolve(ip, t0), Resolution::Unknown { probe: false });
+        c.queue(ip, vec![2]);
+        let flushed = c.learn(ip, B, t0, false).unwrap();
+        assert_eq!(flushed, [vec![1], vec![2]]);
+        assert_eq!(c.resolve(ip, t0), Resolution::Known { mac: B, probe: false });
+        // Stale after `reachable`: still used, with a probe.
+        let later = t0 + Duration::from_secs(31);
+        assert_eq!(c.resolve(ip, later), Resolution::Known { mac: B, probe: true });
+        assert_eq!(c.resolve(ip, later), Resolution::Known { mac: B, probe: false });
+    }
+
+    #[test]
+    fn unanswered_requests_give_up() {
+        let t0 = Instant::now();
+        let mut c = NeighbourCache::new(NeighbourConfig::default());
+        let ip: IpAddr = "198.18.0.9".parse().unwrap();
+        c.resolve(ip, t0);
+        c.queue(ip, vec![0; 10]);
+        let mut probes = Vec::new();
+        for s in 1..=5 {
+            c.poll(t0 + Duration::from_secs(s), &mut probes);
+        }
+        assert_eq!(probes, [ip, ip], "3 requests in all: the first on use, two on timers");
+        assert!(c.is_empty());
+        assert_eq!(c.dropped, 1);
+        // Learning from unsolicited traffic does not create entries.
+        assert!(c.learn(ip, A, t0, false).is_none());
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn arp_and_ndisc_round_trip() {
+        let mut buf = Vec::new();
+        let (ia, ib) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
+        arp(&mut buf, ArpOperation::Request, (A, ia), ([0; 6], ib));
+        assert_eq!(&buf[..6], &BROADCAST);
+        let ArpRepr::EthernetIpv4 { operation, target_protocol_addr, .. } = parse_arp(&buf).unwrap() else { panic!() };
+        assert_eq!((operation, target_protocol_addr), (ArpOperation::Request, ib));
+
+        let (la, lb): (Ipv6Addr, Ipv6Addr) = ("fe80::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        neighbour_solicit(&mut buf, A, la, lb);
+        assert_eq!(&buf[..6], &[0x33, 0x33, 0xff, 0, 0, 2]);
+        assert_eq!(parse_ndisc(&buf), Some(Ndisc::Solicit { src: la, src_mac: A, target: lb }));
+        neighbour_advert(&mut buf, B, lb, A, la);
+        assert_eq!(parse_ndisc(&buf), Some(Ndisc::Advert { target: lb, mac: B, solicited: true }));
+    }
+}

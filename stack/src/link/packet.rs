@@ -1,13 +1,128 @@
-//! The packet link (in progress).
+//! The packet link: AF_PACKET on an existing interface (veth, eth0, a bridge
+//! port), with its own MAC/IP or the interface's. Needs CAP_NET_RAW.
+//!
+//! Frames move in batches (`sendmmsg`/`recvmmsg` on the packet socket, up to 64
+//! a call). With a MAC of its own the socket listens promiscuously; with the
+//! interface's MAC it listens to all multicast (neighbour discovery). It
+//! answers ARP and neighbour solicitations for its addresses (unless they are
+//! the kernel's, which answers itself), resolves peers with its own neighbour
+//! cache, and binds a UDP socket on each address the kernel also holds, so
+//! the kernel drops RoCE packets for uroce quietly instead of answering them
+//! with ICMP port-unreachable. Peers must be on-link (no router support).
+
+use super::ether::{ether_link_impl, port_guards, EtherConfig, EtherLink, FrameIo};
+use super::neighbour::NeighbourCache;
 use super::spec::{DeviceSpec, LinkError};
-pub struct PacketLink;
-impl PacketLink {
-    pub fn open(spec: &DeviceSpec) -> Result<Box<dyn super::Link>, LinkError> {
-        if let DeviceSpec::Packet { iface, .. } = spec {
-            if crate::sys::packet::if_index(iface).is_none() {
-                return Err(LinkError::NoSuchInterface(iface.clone()));
-            }
+use crate::sys::iface;
+use crate::sys::mmsg::{self, RxMeta, TxMsg, MAX_BATCH};
+use crate::sys::packet::{if_index, Listen, PacketSocket};
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::RawFd;
+
+pub(crate) struct PacketIo(PacketSocket);
+
+impl FrameIo for PacketIo {
+    fn fd(&self) -> RawFd {
+        self.0.raw_fd()
+    }
+    fn send(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        let mut msgs = [TxMsg { addr: None, iov: [&[][..]; 3], gso_segment: 0 }; MAX_BATCH];
+        let n = frames.len().min(MAX_BATCH);
+        for (m, f) in msgs.iter_mut().zip(&frames[..n]) {
+            m.iov[0] = f;
         }
-        Err(LinkError::Spec { spec: spec.to_string(), why: "the packet link is not written yet".into() })
+        mmsg::send_batch(self.0.raw_fd(), &msgs[..n])
+    }
+    fn recv(&mut self, buf: &mut [u8], slot: usize, metas: &mut [RxMeta]) -> io::Result<usize> {
+        mmsg::recv_batch(self.0.raw_fd(), buf, slot, metas)
+    }
+}
+
+/// RoCEv2 over AF_PACKET.
+pub struct PacketLink(EtherLink<PacketIo>);
+
+ether_link_impl!(PacketLink);
+
+impl PacketLink {
+    /// Opens `packet:IFACE[,ip=IP][,mac=MAC]` (a [`DeviceSpec::Packet`]).
+    pub fn open(spec: &DeviceSpec) -> Result<PacketLink, LinkError> {
+        let DeviceSpec::Packet { iface: ifname, ipv4, ipv6, mac, path_mtu } = spec else {
+            return Err(LinkError::Spec { spec: spec.to_string(), why: "not a packet link".into() });
+        };
+        let ifindex = if_index(ifname).ok_or_else(|| LinkError::NoSuchInterface(ifname.clone()))?;
+        let if_mac = iface::mac(ifname).map_err(|e| LinkError::os(ifname.clone(), e, "CAP_NET_ADMIN"))?;
+        let mtu = iface::mtu(ifname).map_err(|e| LinkError::os(ifname.clone(), e, "CAP_NET_ADMIN"))?;
+        let all = iface::addresses().map_err(|e| LinkError::Io { what: "listing addresses".into(), source: e })?;
+        let on_if: Vec<_> = all.iter().filter(|a| a.ifname == *ifname).collect();
+        let our_mac = mac.unwrap_or(if_mac);
+        let (v4, v6) = if ipv4.is_none() && ipv6.is_none() {
+            // The interface's own addresses.
+            let v4 = on_if.iter().find_map(|a| match a.ip {
+                IpAddr::V4(ip) => Some((ip, a.prefix_len)),
+                _ => None,
+            });
+            let v6: Vec<_> = on_if
+                .iter()
+                .filter_map(|a| match a.ip {
+                    IpAddr::V6(ip) if ip.segments()[0] & 0xffc0 != 0xfe80 => Some(ip),
+                    _ => None,
+                })
+                .collect();
+            if v4.is_none() && v6.is_empty() && our_mac == [0; 6] {
+                return Err(LinkError::NoAddress { iface: ifname.clone() });
+            }
+            (v4, v6)
+        } else {
+            // Given addresses are on-link with the interface's prefix if it has one there.
+            let v4 = ipv4.map(|ip| {
+                let prefix = on_if
+                    .iter()
+                    .find(|a| a.ip.is_ipv4() && prefix_contains(a.ip, a.prefix_len, IpAddr::V4(ip)))
+                    .map_or(0, |a| a.prefix_len);
+                (ip, prefix)
+            });
+            (v4, ipv6.iter().copied().collect())
+        };
+        let link_local = IpAddr::V6(std::net::Ipv6Addr::from(super::gid::Gid::link_local(our_mac).0));
+        let ours: Vec<IpAddr> =
+            v4.iter().map(|a| IpAddr::V4(a.0)).chain(v6.iter().map(|a| IpAddr::V6(*a))).chain([link_local]).collect();
+        let kernel_owned: Vec<IpAddr> = ours.iter().copied().filter(|ip| all.iter().any(|a| a.ip == *ip)).collect();
+        let listen = if our_mac != if_mac { Listen::Promisc } else { Listen::AllMulti };
+        let sock = PacketSocket::open_link(ifindex, listen)
+            .map_err(|e| LinkError::os(format!("opening an AF_PACKET socket on {ifname}"), e, "CAP_NET_RAW"))?;
+        let guards = port_guards(&kernel_owned, ifindex)?;
+        let cfg = EtherConfig {
+            kind: "packet",
+            name: spec.to_string(),
+            ifname: ifname.clone(),
+            mac: our_mac,
+            ipv4: v4,
+            ipv6: v6,
+            kernel_owned,
+            mtu,
+            path_mtu: *path_mtu,
+            guards,
+        };
+        Ok(PacketLink(EtherLink::new(PacketIo(sock), cfg)))
+    }
+
+    /// The neighbour cache (for inspection).
+    pub fn neighbours(&self) -> &NeighbourCache {
+        self.0.neighbours()
+    }
+}
+
+pub(crate) fn prefix_contains(net: IpAddr, len: u8, ip: IpAddr) -> bool {
+    match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(a)) => {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+            u32::from(n) & mask == u32::from(a) & mask
+        }
+        (IpAddr::V6(n), IpAddr::V6(a)) => {
+            let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
+            u128::from(n) & mask == u128::from(a) & mask
+        }
+        _ => false,
     }
 }

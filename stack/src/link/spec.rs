@@ -250,8 +250,8 @@ impl DeviceSpec {
     pub fn open(&self) -> Result<Box<dyn Link>, LinkError> {
         Ok(match self {
             DeviceSpec::Udp { .. } => Box::new(UdpLink::open(self)?),
-            DeviceSpec::Packet { .. } => PacketLink::open(self)?,
-            DeviceSpec::Tap { .. } => TapLink::open(self)?,
+            DeviceSpec::Packet { .. } => Box::new(PacketLink::open(self)?),
+            DeviceSpec::Tap { .. } => Box::new(TapLink::open(self)?),
         })
     }
 }

@@ -65,7 +65,7 @@ impl UdpLink {
         };
         let ip = wire_addr(*ip);
         let addr = SocketAddr::new(ip, ROCEV2_UDP_PORT);
-        let opts = UdpOptions { no_check: true, buffer: 4 << 20, gro: false };
+        let opts = UdpOptions { no_check: true, buffer: 4 << 20, gro: false, freebind: false };
         let sock = UdpSocket::bind(addr, opts).map_err(|e| match e.raw_os_error() {
             Some(libc::EADDRINUSE) => LinkError::AddressInUse(addr),
             Some(libc::EADDRNOTAVAIL) => LinkError::AddressNotAvailable(ip),

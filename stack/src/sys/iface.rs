@@ -121,7 +121,6 @@ pub fn mac(name: &str) -> io::Result<[u8; 6]> {
 }
 
 /// Sets IFF_UP on interface `name` (needs CAP_NET_ADMIN).
-#[allow(dead_code)] // used by the raw links
 pub fn set_up(name: &str) -> io::Result<()> {
     let mut r = ifreq(name)?;
     ioctl(libc::SIOCGIFFLAGS, &mut r)?;

@@ -253,7 +253,6 @@ pub fn set_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
 }
 
 /// `setsockopt` with any plain-old-data value.
-#[allow(dead_code)] // used by the raw links
 pub fn set_raw<T: Copy>(fd: RawFd, level: i32, name: i32, value: &T) -> io::Result<()> {
     // SAFETY: `value` points at size_of::<T>() readable bytes.
     let rc =

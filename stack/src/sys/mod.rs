@@ -4,4 +4,5 @@ pub mod iface;
 pub mod mmsg;
 pub mod netns;
 pub mod packet;
+pub mod tap;
 pub mod udp;

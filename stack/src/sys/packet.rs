@@ -82,3 +82,45 @@ impl PacketSocket {
         }
     }
 }
+
+/// `PACKET_IGNORE_OUTGOING` (Linux 4.20): do not see our own transmissions.
+const PACKET_IGNORE_OUTGOING: i32 = 23;
+
+/// How an AF_PACKET link socket listens beyond its own MAC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listen {
+    /// Also every multicast (IPv6 neighbour discovery for our own addresses).
+    AllMulti,
+    /// Every frame (a MAC of our own).
+    Promisc,
+}
+
+impl PacketSocket {
+    /// A socket for a link: our own transmissions not looped back, a large
+    /// receive buffer, listening as `listen` asks (undone when it closes).
+    pub fn open_link(ifindex: u32, listen: Listen) -> io::Result<PacketSocket> {
+        let s = PacketSocket::open(ifindex)?;
+        let fd = s.fd.as_raw_fd();
+        // Old kernels lack the option: then our frames come back and are filtered by MAC.
+        let _ = super::mmsg::set_int(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
+        if super::mmsg::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20).is_err() {
+            let _ = super::mmsg::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
+        }
+        let kind = match listen {
+            Listen::AllMulti => libc::PACKET_MR_ALLMULTI,
+            Listen::Promisc => libc::PACKET_MR_PROMISC,
+        };
+        {
+            // SAFETY: packet_mreq is plain old data; all-zero is a valid value.
+            let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
+            mr.mr_ifindex = ifindex as i32;
+            mr.mr_type = kind as u16;
+            super::mmsg::set_raw(fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mr)?;
+        }
+        Ok(s)
+    }
+
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
+    }
+}

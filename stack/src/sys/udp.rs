@@ -6,6 +6,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+/// `IPV6_AUTOFLOWLABEL` (Linux 4.10).
+const IPV6_AUTOFLOWLABEL: i32 = 70;
+
 /// Options of a RoCE UDP socket.
 #[derive(Debug, Clone, Copy)]
 pub struct UdpOptions {
@@ -15,6 +18,9 @@ pub struct UdpOptions {
     pub buffer: usize,
     /// Ask for GRO-coalesced reception (UDP_GRO).
     pub gro: bool,
+    /// Bind even if the address is not (yet) configured (IP_FREEBIND), e.g. a
+    /// link-local address still in duplicate address detection.
+    pub freebind: bool,
 }
 
 /// A UDP socket bound to one address.
@@ -47,12 +53,18 @@ impl UdpSocket {
             set_int(s, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::IP_PMTUDISC_DO)?;
             set_int(s, libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS, 64)?;
             set_int(s, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1)?;
+            // Flow label 0 (masked by the ICRC anyway): the wire then matches the
+            // signed header byte for byte. Best effort: older kernels lack it.
+            let _ = set_int(s, libc::IPPROTO_IPV6, IPV6_AUTOFLOWLABEL, 0);
         }
         if opts.buffer > 0 {
             let b = opts.buffer.min(i32::MAX as usize) as i32;
             // Best effort: the kernel caps these at net.core.[rw]mem_max.
             let _ = set_int(s, libc::SOL_SOCKET, libc::SO_RCVBUF, b);
             let _ = set_int(s, libc::SOL_SOCKET, libc::SO_SNDBUF, b);
+        }
+        if opts.freebind {
+            set_int(s, libc::SOL_IP, libc::IP_FREEBIND, 1)?;
         }
         if opts.gro {
             set_int(s, libc::SOL_UDP, libc::UDP_GRO, 1)?;

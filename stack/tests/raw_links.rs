@@ -1,0 +1,292 @@
+//! The raw links (packet, tap) and the udp link against them, in network
+//! namespaces joined by veth pairs (root; prints SKIP otherwise): IPv4 and IPv6,
+//! neighbours resolved from an empty cache, captures checked ICRC by ICRC and
+//! decoded by tshark, the wire compared with what was signed.
+
+mod common;
+
+use common::*;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use uroce_stack::frame::parse_ethernet;
+use uroce_stack::link::capture::Capture;
+use uroce_stack::link::packet::PacketLink;
+use uroce_stack::link::tap::TapLink;
+use uroce_stack::link::udp::UdpLink;
+use uroce_stack::link::{DeviceSpec, Integrity, Link, RxDatagram};
+use uroce_stack::live::LiveCapture;
+use uroce_stack::pcap::PcapReader;
+
+fn spec(s: &str) -> DeviceSpec {
+    s.parse().unwrap()
+}
+
+fn pcap_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("uroce-{name}-{}.pcap", std::process::id()))
+}
+
+/// Sends `n` packets `from` -> `to_ip` and checks `to` gets them all, polling
+/// `from` meanwhile (it must answer and hear ARP/ND). Returns the integrities.
+fn one_way(from: &mut dyn Link, to: &mut dyn Link, to_ip: &str, n: u32, qpn: u32) -> Vec<Integrity> {
+    let ip: IpAddr = to_ip.parse().unwrap();
+    let packets: Vec<Vec<u8>> = (0..n).map(|i| roce_packet(qpn, i, &vec![i as u8; 64 + 4 * i as usize])).collect();
+    from.send(&tx(ip, &packets)).unwrap();
+    let start = Instant::now();
+    let mut got: Vec<(Vec<u8>, Integrity)> = Vec::new();
+    while got.len() < packets.len() && start.elapsed() < Duration::from_secs(15) {
+        from.recv(Duration::ZERO, &mut |_| {}).unwrap();
+        to.recv(Duration::from_millis(10), &mut |d: &RxDatagram<'_>| got.push((d.roce.to_vec(), d.integrity))).unwrap();
+    }
+    assert_eq!(got.len(), packets.len(), "to {to_ip}: sender {:?}\nreceiver {:?}", from.stats(), to.stats());
+    for (i, (g, _)) in got.iter().enumerate() {
+        assert_eq!(psn_of(g), i as u32);
+        assert_eq!(g[..g.len() - 4], packets[i][..packets[i].len() - 4]);
+    }
+    got.into_iter().map(|(_, i)| i).collect()
+}
+
+/// Every RoCEv2 frame of the capture has a good ICRC, and tshark decodes them.
+fn check_pcap(path: &std::path::Path, want_roce: usize) {
+    let (roce, good, other) = check_capture(path);
+    println!("{}: {roce} RoCEv2 frames ({good} ICRC ok), {other} other", path.display());
+    assert_eq!(roce, want_roce);
+    assert_eq!(good, roce, "every ICRC in the capture is right");
+    if let Some(ops) = tshark_opcodes(path) {
+        assert_eq!(ops.len(), roce, "tshark decodes every RoCEv2 frame: {ops:?}");
+        assert!(ops.iter().all(|o| o == "4" || o == "0x04"), "RC SEND ONLY: {ops:?}");
+    }
+}
+
+/// The RoCE frames a live capture saw, as IP packets.
+fn wire_roce(live: &mut LiveCapture, want: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let start = Instant::now();
+    while out.len() < want && start.elapsed() < Duration::from_secs(5) {
+        let Some((_, f)) = live.next_frame(Duration::from_millis(50)).unwrap() else { continue };
+        if let Ok(p) = parse_ethernet(f) {
+            out.push(p.ip_packet.to_vec());
+        }
+    }
+    out
+}
+
+/// The IP packets of the transmitted RoCE frames in a capture.
+fn signed_roce(path: &std::path::Path) -> Vec<Vec<u8>> {
+    let mut r = PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let lt = r.link_type();
+    let mut out = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        if let Ok(p) = lt.parse_frame(&rec.data) {
+            out.push(p.ip_packet.to_vec());
+        }
+    }
+    out
+}
+
+fn two_namespaces(tag: &str) -> Netns {
+    let ns = Netns::new(tag, 2);
+    ns.veth(0, "va", 1, "vb");
+    ns
+}
+
+#[test]
+fn packet_to_packet_ipv4_and_ipv6() {
+    if skip_unless_root_with_ip("packet_to_packet_ipv4_and_ipv6") {
+        return;
+    }
+    let ns = two_namespaces("pp");
+    let path = pcap_path("packet-packet");
+    let a = {
+        let _in = ns.enter(0);
+        PacketLink::open(&spec("packet:va,ip=198.18.0.1,ip=fd00::1,mac=02:00:00:00:00:01")).unwrap()
+    };
+    let mut a = Capture::to_file(a, &path).unwrap();
+    let (mut b, mut live) = {
+        let _in = ns.enter(1);
+        let live = LiveCapture::open("vb").unwrap();
+        (PacketLink::open(&spec("packet:vb,ip=198.18.0.2,ip=fd00::2,mac=02:00:00:00:00:02")).unwrap(), live)
+    };
+    assert!(a.inner().neighbours().is_empty() && b.neighbours().is_empty());
+    assert_eq!(a.info().path_mtu.bytes(), 1024, "veth MTU 1500 gives path MTU 1024, as on rxe");
+    assert_eq!(a.info().gids.get(1).unwrap().to_string(), "::ffff:198.18.0.1");
+    assert_eq!(a.info().gids.get(0).unwrap().to_string(), "fe80::ff:fe00:1");
+
+    let v4 = one_way(&mut a, &mut b, "198.18.0.2", 16, 0x11);
+    assert!(v4.iter().all(|i| *i == Integrity::Icrc));
+    let back = one_way(&mut b, &mut a, "198.18.0.1", 4, 0x12);
+    assert!(back.iter().all(|i| *i == Integrity::Icrc));
+    let v6 = one_way(&mut a, &mut b, "fd00::2", 8, 0x13);
+    assert!(v6.iter().all(|i| *i == Integrity::Icrc));
+    one_way(&mut b, &mut a, "fd00::1", 2, 0x14);
+    // Link-local GIDs work too.
+    let ll_b = b.info().gids.get(0).unwrap().ip().to_string();
+    one_way(&mut a, &mut b, &ll_b, 2, 0x15);
+
+    let (sa, sb) = (a.stats(), b.stats());
+    println!("a {sa:?}\nb {sb:?}");
+    assert!(sa.arp_requests_sent >= 1 && sb.arp_replies_sent >= 1, "resolved by ARP");
+    assert!(sa.nd_solicits_sent >= 1 && sb.nd_adverts_sent >= 1, "resolved by neighbour discovery");
+    assert!(sa.tx_max_batch > 1, "frames left in batches");
+    assert_eq!(sa.rx_icrc_bad + sb.rx_icrc_bad, 0);
+
+    // The wire carries exactly the frames a signed.
+    let (_, file) = a.finish().unwrap();
+    drop(file);
+    let signed = signed_roce(&path);
+    let wire = wire_roce(&mut live, signed.len());
+    for w in &wire {
+        assert!(signed.contains(w), "a wire packet differs from every signed one: {:02x?}", &w[..28.min(w.len())]);
+    }
+    // a's capture holds what it sent and what it received; vb saw both ways.
+    assert_eq!(wire.len(), signed.len());
+    check_pcap(&path, 16 + 4 + 8 + 2 + 2);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn tap_to_packet_ipv4_and_ipv6() {
+    if skip_unless_root_with_ip("tap_to_packet_ipv4_and_ipv6") {
+        return;
+    }
+    let ns = two_namespaces("tp");
+    let tap_name = format!("ut{}", std::process::id() % 100_000);
+    let path = pcap_path("tap-packet");
+    let t = {
+        let _in = ns.enter(0);
+        TapLink::open(&spec(&format!("tap:{tap_name},ip=198.18.0.1/24,ip=fd00::1/64"))).unwrap()
+    };
+    // The tap and va on one bridge: uroce's frames cross to the other namespace.
+    ns.exec(0, &["ip", "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"]);
+    ns.exec(0, &["ip", "link", "set", &tap_name, "master", "br0"]);
+    ns.exec(0, &["ip", "link", "set", "va", "master", "br0"]);
+    ns.exec(0, &["ip", "link", "set", "br0", "up"]);
+    let mut t = Capture::to_file(t, &path).unwrap();
+    let mut p = {
+        let _in = ns.enter(1);
+        PacketLink::open(&spec("packet:vb,ip=198.18.0.2,ip=fd00::2,mac=02:00:00:00:00:02")).unwrap()
+    };
+    assert_eq!(t.info().kind, "tap");
+    one_way(&mut t, &mut p, "198.18.0.2", 8, 0x21);
+    one_way(&mut p, &mut t, "198.18.0.1", 8, 0x22);
+    one_way(&mut t, &mut p, "fd00::2", 4, 0x23);
+    one_way(&mut p, &mut t, "fd00::1", 4, 0x24);
+    let (st, sp) = (t.stats(), p.stats());
+    println!("tap {st:?}\npacket {sp:?}");
+    assert!(st.arp_requests_sent >= 1 && sp.arp_replies_sent >= 1);
+    assert!(st.nd_solicits_sent >= 1 && sp.nd_adverts_sent >= 1);
+    let (_, file) = t.finish().unwrap();
+    drop(file);
+    check_pcap(&path, 8 + 8 + 4 + 4);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn udp_to_packet_ipv4_and_ipv6() {
+    if skip_unless_root_with_ip("udp_to_packet_ipv4_and_ipv6") {
+        return;
+    }
+    let ns = two_namespaces("up");
+    ns.exec(0, &["ip", "addr", "add", "198.18.0.1/24", "dev", "va"]);
+    ns.exec(0, &["ip", "addr", "add", "fd00::1/64", "dev", "va", "nodad"]);
+    let path4 = pcap_path("udp4-packet");
+    let path6 = pcap_path("udp6-packet");
+    let (u4, u6) = {
+        let _in = ns.enter(0);
+        (UdpLink::open(&spec("udp:198.18.0.1")).unwrap(), UdpLink::open(&spec("udp:fd00::1")).unwrap())
+    };
+    let mut u4 = Capture::to_file(u4, &path4).unwrap();
+    let mut u6 = Capture::to_file(u6, &path6).unwrap();
+    let (mut p, mut live) = {
+        let _in = ns.enter(1);
+        let live = LiveCapture::open("vb").unwrap();
+        (PacketLink::open(&spec("packet:vb,ip=198.18.0.2,ip=fd00::2,mac=02:00:00:00:00:02")).unwrap(), live)
+    };
+    // The kernel resolves the packet link by ARP/ND, the packet link the kernel.
+    one_way(&mut u4, &mut p, "198.18.0.2", 8, 0x31);
+    let from_p = one_way(&mut p, &mut u4, "198.18.0.1", 8, 0x32);
+    // The packet link counts IP IDs (as rxe does): the udp link recovers each one.
+    let ids: Vec<u16> = from_p
+        .iter()
+        .map(|i| match i {
+            Integrity::IcrcButIpId { ident } => *ident,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert!(ids.windows(2).all(|w| w[1] == w[0].wrapping_add(1)), "consecutive IP IDs recovered: {ids:?}");
+    one_way(&mut u6, &mut p, "fd00::2", 4, 0x33);
+    let v6 = one_way(&mut p, &mut u6, "fd00::1", 4, 0x34);
+    assert!(v6.iter().all(|i| *i == Integrity::Icrc), "IPv6: every field known, fully checked");
+    let sp = p.stats();
+    assert!(sp.arp_replies_sent >= 1 && sp.nd_adverts_sent >= 1, "answered the kernel's ARP and ND: {sp:?}");
+
+    // What the udp link signed is what the kernel put on the wire (IPv4 and IPv6).
+    let (_, f4) = u4.finish().unwrap();
+    let (_, f6) = u6.finish().unwrap();
+    drop((f4, f6));
+    let signed: Vec<Vec<u8>> = signed_roce(&path4).into_iter().chain(signed_roce(&path6)).collect();
+    let wire = wire_roce(&mut live, 24);
+    assert_eq!(wire.len(), 24, "all 24 RoCE packets seen on vb");
+    // veth hands IPv6 UDP checksums on as CHECKSUM_PARTIAL (a capture on the
+    // receiving veth shows only the pseudo-header sum), so that one field, which
+    // the ICRC masks, is compared as zero; every other byte must be equal.
+    let masked = |p: &[u8]| {
+        let mut p = p.to_vec();
+        if p[0] >> 4 == 6 {
+            p[46] = 0;
+            p[47] = 0;
+        }
+        p
+    };
+    let signed: Vec<Vec<u8>> = signed.iter().map(|p| masked(p)).collect();
+    for w in &wire {
+        let w = masked(w);
+        assert!(signed.contains(&w), "wire packet not as signed: {w:02x?}");
+    }
+    // Both captures: every ICRC right, including the received ones whose IP ID was recovered.
+    check_pcap(&path4, 16);
+    check_pcap(&path6, 8);
+    let _ = std::fs::remove_file(&path4);
+    let _ = std::fs::remove_file(&path6);
+}
+
+#[test]
+fn packet_on_the_interface_address_gets_no_icmp() {
+    if skip_unless_root_with_ip("packet_on_the_interface_address_gets_no_icmp") {
+        return;
+    }
+    let ns = two_namespaces("pi");
+    ns.exec(1, &["ip", "addr", "add", "198.18.0.2/24", "dev", "vb"]);
+    let mut a = {
+        let _in = ns.enter(0);
+        PacketLink::open(&spec("packet:va,ip=198.18.0.1,mac=02:00:00:00:00:01")).unwrap()
+    };
+    let (mut b, mut live) = {
+        let _in = ns.enter(0);
+        let live = LiveCapture::open("va").unwrap();
+        drop(_in);
+        let _in = ns.enter(1);
+        // No ip=: the interface's own address and MAC; the kernel answers ARP.
+        (PacketLink::open(&spec("packet:vb")).unwrap(), live)
+    };
+    assert_eq!(b.info().ipv4, Some("198.18.0.2".parse().unwrap()));
+    one_way(&mut a, &mut b, "198.18.0.2", 8, 0x41);
+    one_way(&mut b, &mut a, "198.18.0.1", 2, 0x42);
+    assert_eq!(b.stats().arp_replies_sent, 0, "the kernel answers for its own address");
+    // No ICMP port-unreachable came back for any RoCE packet.
+    let start = Instant::now();
+    let mut icmp = 0;
+    while start.elapsed() < Duration::from_millis(500) {
+        let Some((_, f)) = live.next_frame(Duration::from_millis(50)).unwrap() else { continue };
+        if f.len() > 23 && f[12..14] == [0x08, 0x00] && f[23] == 1 {
+            icmp += 1;
+        }
+    }
+    assert_eq!(icmp, 0, "the port guard keeps the kernel quiet");
+    // A second link cannot take the same address: the error says so.
+    let e = {
+        let _in = ns.enter(1);
+        PacketLink::open(&spec("packet:vb")).err().unwrap().to_string()
+    };
+    assert!(e.contains("198.18.0.2:4791 is in use"), "{e}");
+}
