@@ -1,0 +1,259 @@
+//! What the engine puts on the wire, against the facts of real rxe traffic
+//! (shared/captures/README.md), and the responder's answers to duplicates.
+
+use core::time::Duration;
+use std::sync::{Arc, Mutex};
+use uroce_transport::engine::{
+    flow_label, flow_label_to_udp_sport, ud_udp_sport, AccessFlags, Counter, Engine, Event, Mtu, QpAttr, QpAttrMask,
+    QpState, QpType, RecvWr, SendFlags, SendWr, Sge, Transmit, UdDest, WrOp, MAX_PACKET_LEN,
+};
+use uroce_transport::sim::{connect, create_endpoint, Endpoint, LinkConfig, QpOptions, Sim};
+use uroce_transport::wire::{AethSyndrome, Opcode, RocePacket, RoceRepr};
+
+const ALL: AccessFlags = AccessFlags(
+    AccessFlags::LOCAL_WRITE.0
+        | AccessFlags::REMOTE_WRITE.0
+        | AccessFlags::REMOTE_READ.0
+        | AccessFlags::REMOTE_ATOMIC.0,
+);
+
+fn setup(o: QpOptions) -> (Sim, Endpoint, Endpoint, u32, u32) {
+    let mut sim = Sim::new(11, LinkConfig::clean());
+    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
+    let b = create_endpoint(&mut sim.engines[1], &o, None, None);
+    connect(&mut sim, &a, &b, &o);
+    let src = sim.engines[0].reg_mr(a.pd, 0x1000, Box::new((0..16384u32).map(|i| i as u8).collect::<Vec<_>>()), ALL);
+    let dst = sim.engines[1].reg_mr(b.pd, 0x8000, Box::new(vec![0u8; 16384]), ALL);
+    (sim, a, b, src.unwrap().lkey, dst.unwrap().lkey)
+}
+
+fn parse(data: &[u8]) -> RoceRepr {
+    RoceRepr::parse(&RocePacket::new_checked(data).unwrap()).unwrap()
+}
+
+/// Every packet a node sends now, with what `poll_transmit` said of it.
+fn drain(e: &mut Engine) -> Vec<(Transmit, Vec<u8>)> {
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    let mut out = Vec::new();
+    while let Some(tx) = e.poll_transmit(uroce_transport::engine::Instant::ZERO, &mut buf) {
+        out.push((tx, buf[..tx.len].to_vec()));
+    }
+    out
+}
+
+fn record(sim: &mut Sim) -> Arc<Mutex<Vec<(usize, RoceRepr)>>> {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    sim.tap = Some(Box::new(move |to, data| l.lock().unwrap().push((to, parse(data)))));
+    log
+}
+
+#[test]
+fn rc_send_is_segmented_acked_once_per_message_with_counting_msn() {
+    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    for i in 0..3u64 {
+        let sge = Sge { addr: 0x8000 + 4096 * i, length: 4096, lkey: dst };
+        sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: i, sg_list: vec![sge] }).unwrap();
+        let wr = SendWr::new(i, WrOp::Send, vec![Sge { addr: 0x1000, length: 4096, lkey: src }]);
+        sim.engines[0].post_send(a.qpn, wr).unwrap();
+    }
+    let log = record(&mut sim);
+    sim.run_until(100_000, Duration::from_millis(10), |_| false);
+    let log = log.lock().unwrap();
+    let requests: Vec<_> = log.iter().filter(|(to, _)| *to == 1).map(|(_, r)| r).collect();
+    let acks: Vec<_> = log.iter().filter(|(to, _)| *to == 0).map(|(_, r)| r).collect();
+    assert_eq!(requests.len(), 12);
+    for (i, r) in requests.iter().enumerate() {
+        let want = [Opcode::RcSendFirst, Opcode::RcSendMiddle, Opcode::RcSendMiddle, Opcode::RcSendLast][i % 4];
+        assert_eq!(r.bth.opcode, want);
+        assert_eq!(r.bth.ack_req, i % 4 == 3, "AckReq only on the last packet");
+        assert_eq!(r.bth.pkey, 0xffff);
+        assert_eq!(r.bth.psn, requests[0].bth.psn + i as u32);
+    }
+    assert_eq!(acks.len(), 3, "one ACK a message");
+    for (i, ack) in acks.iter().enumerate() {
+        let aeth = ack.aeth.unwrap();
+        assert_eq!(aeth.syndrome.to_byte(), 0x1f);
+        assert_eq!(aeth.msn, i as u32 + 1);
+        assert_eq!(ack.bth.psn, requests[4 * i + 3].bth.psn);
+    }
+}
+
+#[test]
+fn read_request_advances_the_psn_by_its_responses() {
+    let (mut sim, a, _b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    for i in 0..2u64 {
+        let wr = SendWr::new(
+            i,
+            WrOp::RdmaRead { remote_addr: 0x8000, rkey: dst },
+            vec![Sge { addr: 0x1000, length: 3000, lkey: src }],
+        );
+        sim.engines[0].post_send(a.qpn, wr).unwrap();
+    }
+    let log = record(&mut sim);
+    sim.run_until(100_000, Duration::from_millis(10), |_| false);
+    let log = log.lock().unwrap();
+    let reqs: Vec<_> = log.iter().filter(|(to, _)| *to == 1).map(|(_, r)| r).collect();
+    assert_eq!(reqs.len(), 2);
+    assert!(reqs.iter().all(|r| r.bth.opcode == Opcode::RcReadRequest && r.bth.ack_req));
+    assert_eq!(reqs[1].bth.psn, reqs[0].bth.psn + 3, "3000 bytes at MTU 1024: three responses");
+    let resp: Vec<_> = log.iter().filter(|(to, _)| *to == 0).map(|(_, r)| r).collect();
+    let ops: Vec<_> = resp.iter().map(|r| (r.bth.opcode, r.aeth.is_some())).collect();
+    let one = [
+        (Opcode::RcReadResponseFirst, true),
+        (Opcode::RcReadResponseMiddle, false),
+        (Opcode::RcReadResponseLast, true),
+    ];
+    assert_eq!(ops, [one, one].concat());
+}
+
+#[test]
+fn udp_source_ports_follow_rxe() {
+    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let wr = SendWr::new(
+        1,
+        WrOp::RdmaWrite { remote_addr: 0x8000, rkey: dst },
+        vec![Sge { addr: 0x1000, length: 8, lkey: src }],
+    );
+    sim.engines[0].post_send(a.qpn, wr).unwrap();
+    let out = drain(&mut sim.engines[0]);
+    let port = flow_label_to_udp_sport(flow_label(a.qpn, b.qpn));
+    assert_eq!(out[0].0.src_port, port);
+    sim.inject(1, &out[0].1);
+    let back = drain(&mut sim.engines[1]);
+    assert_eq!(back[0].0.src_port, port, "the same port both ways");
+    assert_eq!(back[0].0.dest_gid, sim.gids[0]);
+
+    let mut o = QpOptions::new(QpType::Ud, Mtu::Mtu1024);
+    o.sq_sig_all = true;
+    let (mut sim, a, b, src, _) = setup(o);
+    let mut wr = SendWr::new(1, WrOp::Send, vec![Sge { addr: 0x1000, length: 8, lkey: src }]);
+    wr.ud = Some(UdDest { dgid: sim.gids[1], remote_qpn: b.qpn, remote_qkey: 0x8000_0000 });
+    sim.engines[0].post_send(a.qpn, wr).unwrap();
+    let out = drain(&mut sim.engines[0]);
+    assert_eq!(out[0].0.src_port, ud_udp_sport(a.qpn));
+    let r = parse(&out[0].1);
+    assert_eq!(r.deth.unwrap().qkey, o.qkey, "a Q_Key with the top bit set means the QP's own");
+}
+
+#[test]
+fn duplicate_atomic_is_answered_from_the_resource_not_executed_again() {
+    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let wr = SendWr::new(
+        1,
+        WrOp::AtomicFetchAdd { remote_addr: 0x8000, rkey: dst, add: 5 },
+        vec![Sge { addr: 0x1000, length: 8, lkey: src }],
+    );
+    sim.engines[0].post_send(a.qpn, wr).unwrap();
+    let req = drain(&mut sim.engines[0]).remove(0).1;
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        sim.inject(1, &req);
+        answers.extend(drain(&mut sim.engines[1]).into_iter().map(|(_, d)| parse(&d)));
+    }
+    assert_eq!(answers.len(), 3);
+    assert!(answers.iter().all(|r| r.bth.opcode == Opcode::RcAtomicAck && r.atomic_ack_eth.unwrap().orig_data == 0));
+    let mut v = [0u8; 8];
+    sim.engines[1].mr(dst).unwrap().read(0, &mut v);
+    assert_eq!(u64::from_le_bytes(v), 5, "executed once");
+    assert_eq!(sim.engines[1].counters().get(Counter::DuplicateRequest), 2);
+    let _ = b;
+}
+
+#[test]
+fn duplicate_send_is_acked_again_and_received_once() {
+    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    sim.engines[1]
+        .post_recv(b.qpn, RecvWr { wr_id: 1, sg_list: vec![Sge { addr: 0x8000, length: 64, lkey: dst }] })
+        .unwrap();
+    sim.engines[1]
+        .post_recv(b.qpn, RecvWr { wr_id: 2, sg_list: vec![Sge { addr: 0x8000, length: 64, lkey: dst }] })
+        .unwrap();
+    let wr = SendWr::new(1, WrOp::Send, vec![Sge { addr: 0x1000, length: 10, lkey: src }]);
+    sim.engines[0].post_send(a.qpn, wr).unwrap();
+    let req = drain(&mut sim.engines[0]).remove(0).1;
+    for _ in 0..2 {
+        sim.inject(1, &req);
+        let acks = drain(&mut sim.engines[1]);
+        assert_eq!(acks.len(), 1);
+        assert_eq!(parse(&acks[0].1).aeth.unwrap().syndrome, AethSyndrome::Ack { credits: 31 });
+    }
+    assert_eq!(sim.engines[1].cq_len(b.recv_cq), 1);
+}
+
+#[test]
+fn duplicate_read_is_replayed() {
+    let (mut sim, a, _b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    sim.engines[1].mr_mut(dst).unwrap().write(0, b"remote bytes");
+    let wr = SendWr::new(
+        1,
+        WrOp::RdmaRead { remote_addr: 0x8000, rkey: dst },
+        vec![Sge { addr: 0x1000, length: 12, lkey: src }],
+    );
+    sim.engines[0].post_send(a.qpn, wr).unwrap();
+    let req = drain(&mut sim.engines[0]).remove(0).1;
+    for _ in 0..2 {
+        sim.inject(1, &req);
+        let resp = drain(&mut sim.engines[1]);
+        assert_eq!(resp.len(), 1);
+        let p = RocePacket::new_checked(&resp[0].1[..]).unwrap();
+        assert_eq!(p.bth().opcode(), Opcode::RcReadResponseOnly);
+        assert_eq!(p.payload(), b"remote bytes");
+    }
+}
+
+#[test]
+fn max_rd_atomic_and_fence_hold_the_requester_back() {
+    let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    o.max_rd_atomic = 1;
+    let (mut sim, a, _b, src, dst) = setup(o);
+    let read = |id| {
+        SendWr::new(
+            id,
+            WrOp::RdmaRead { remote_addr: 0x8000, rkey: dst },
+            vec![Sge { addr: 0x1000, length: 8, lkey: src }],
+        )
+    };
+    sim.engines[0].post_send(a.qpn, read(1)).unwrap();
+    sim.engines[0].post_send(a.qpn, read(2)).unwrap();
+    assert_eq!(drain(&mut sim.engines[0]).len(), 1, "one READ outstanding at a time");
+
+    let (mut sim, a, _b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let write = SendWr::new(
+        1,
+        WrOp::RdmaWrite { remote_addr: 0x8000, rkey: dst },
+        vec![Sge { addr: 0x1000, length: 8, lkey: src }],
+    );
+    let mut fenced = write.clone();
+    fenced.wr_id = 2;
+    fenced.flags |= SendFlags::FENCE;
+    sim.engines[0].post_send(a.qpn, write).unwrap();
+    sim.engines[0].post_send(a.qpn, fenced).unwrap();
+    assert_eq!(drain(&mut sim.engines[0]).len(), 1, "the fenced WR waits for the older one");
+    sim.run_until(10_000, Duration::from_millis(10), |s| s.engines[0].cq_len(a.send_cq) == 2);
+    assert_eq!(sim.engines[0].cq_len(a.send_cq), 2);
+}
+
+#[test]
+fn sqd_stops_new_work_and_reports_drained() {
+    let (mut sim, a, _b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let wr = |id| {
+        SendWr::new(
+            id,
+            WrOp::RdmaWrite { remote_addr: 0x8000, rkey: dst },
+            vec![Sge { addr: 0x1000, length: 8, lkey: src }],
+        )
+    };
+    sim.engines[0].post_send(a.qpn, wr(1)).unwrap();
+    sim.transmit_all();
+    let attr = QpAttr { qp_state: QpState::Sqd, en_sqd_async_notify: true, ..QpAttr::default() };
+    sim.engines[0].modify_qp(a.qpn, &attr, QpAttrMask::STATE | QpAttrMask::EN_SQD_ASYNC_NOTIFY).unwrap();
+    sim.engines[0].post_send(a.qpn, wr(2)).unwrap();
+    sim.run_until(10_000, Duration::from_millis(10), |_| false);
+    assert_eq!(sim.engines[0].cq_len(a.send_cq), 1, "only the WR started before SQD");
+    assert_eq!(sim.engines[0].poll_event(), Some(Event::SqDrained { qpn: a.qpn }));
+    let attr = QpAttr { qp_state: QpState::Rts, ..QpAttr::default() };
+    sim.engines[0].modify_qp(a.qpn, &attr, QpAttrMask::STATE).unwrap();
+    sim.run_until(10_000, Duration::from_millis(10), |_| false);
+    assert_eq!(sim.engines[0].cq_len(a.send_cq), 2);
+}
