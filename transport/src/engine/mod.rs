@@ -456,19 +456,13 @@ impl Engine {
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         assert!(buf.len() >= MAX_PACKET_LEN, "poll_transmit needs a buffer of MAX_PACKET_LEN bytes");
-        let qpns: Vec<u32> =
-            self.qps.range(self.tx_cursor..).chain(self.qps.range(..self.tx_cursor)).map(|(q, _)| *q).collect();
-        for qpn in qpns {
-            let qp = self.qps.get_mut(&qpn).expect("listed");
-            let tx = responder::poll_response(qp, &mut self.sh, buf)
-                .or_else(|| requester::poll_request(qp, &mut self.sh, now, buf));
-            if let Some(tx) = tx {
-                self.sh.counters.inc(Counter::SentPkts);
-                self.tx_cursor = qpn.wrapping_add(1);
-                return Some(tx);
-            }
-        }
-        None
+        // Round robin: start after the QP that sent last, wrap around once.
+        let cursor = self.tx_cursor;
+        let tx = poll_qps(self.qps.range_mut(cursor..), &mut self.sh, now, buf)
+            .or_else(|| poll_qps(self.qps.range_mut(..cursor), &mut self.sh, now, buf))?;
+        self.sh.counters.inc(Counter::SentPkts);
+        self.tx_cursor = tx.qpn.wrapping_add(1);
+        Some(tx)
     }
 
     /// The oldest completion of `cq`.
@@ -506,6 +500,22 @@ impl Engine {
     pub fn srq_len(&self, srq: SrqHandle) -> usize {
         self.sh.srqs.get(&srq).map_or(0, |s| s.queue.len())
     }
+}
+
+/// The first packet any of `qps` has to send: its responses, then requests.
+fn poll_qps<'a>(
+    qps: impl Iterator<Item = (&'a u32, &'a mut Qp)>,
+    sh: &mut Shared,
+    now: Instant,
+    buf: &mut [u8],
+) -> Option<Transmit> {
+    for (_, qp) in qps {
+        let tx = responder::poll_response(qp, sh, buf).or_else(|| requester::poll_request(qp, sh, now, buf));
+        if tx.is_some() {
+            return tx;
+        }
+    }
+    None
 }
 
 mod modify;
