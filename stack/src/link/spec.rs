@@ -303,6 +303,21 @@ mod test {
     }
 
     #[test]
+    fn privilege_errors_name_the_capability() {
+        let e = LinkError::os(
+            "opening an AF_PACKET socket on eth0",
+            io::Error::from_raw_os_error(libc::EPERM),
+            "CAP_NET_RAW",
+        );
+        assert_eq!(
+            e.to_string(),
+            "opening an AF_PACKET socket on eth0 needs CAP_NET_RAW: run as root, or `sudo setcap cap_net_raw+ep` on the program"
+        );
+        let e = LinkError::os("creating TAP device ut0", io::Error::from_raw_os_error(libc::EACCES), "CAP_NET_ADMIN");
+        assert!(e.to_string().contains("needs CAP_NET_ADMIN"));
+    }
+
+    #[test]
     fn open_errors_name_the_problem() {
         let e = open("packet:uroce-nosuch0").err().unwrap().to_string();
         assert!(e.contains("no interface named \"uroce-nosuch0\""), "{e}");
