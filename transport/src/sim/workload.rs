@@ -152,11 +152,10 @@ pub fn run_op(
         return Err(format!("not done: {} of {messages} send completions, {} receives", sent.len(), recvd.len()));
     }
     let elapsed = sim.now - start;
-    if lossy {
-        // Let stragglers arrive before counting what was delivered.
-        sim.run_until(MAX_STEPS, Duration::from_millis(50), |_| false);
-        drain(&mut sim.engines[1], b.recv_cq, &mut recvd);
-    }
+    // Let stragglers arrive: a late receive, or a WR completing twice, shows.
+    settle(&mut sim);
+    drain(&mut sim.engines[0], a.send_cq, &mut sent);
+    drain(&mut sim.engines[1], b.recv_cq, &mut recvd);
     check_send_completions(&sent, messages, op, size)?;
     let ud_too_big = qp_type == QpType::Ud && size > mtu.bytes() as usize;
     let cell = Cell { op, qp_type, size, messages, dst_key, src: &src_bytes, inv_keys: &inv_keys };
@@ -181,6 +180,11 @@ pub fn run_op(
         check_uc_write(&cell, &sim)?
     };
     Ok(Outcome { bytes: (delivered * size) as u64, elapsed, link: sim.stats, delivered })
+}
+
+/// Runs until nothing is left to happen (at most 50 ms of virtual time).
+fn settle(sim: &mut Sim) {
+    sim.run_until(MAX_STEPS, Duration::from_millis(50), |_| false);
 }
 
 fn drain(e: &mut Engine, cq: crate::engine::CqHandle, out: &mut Vec<WorkCompletion>) {
@@ -343,6 +347,14 @@ fn run_atomics(sim: &mut Sim, o: &QpOptions, op: Op, messages: usize) -> Result<
     if !done {
         return Err(format!("atomics not done: {} + {} of {messages}", sent[0].len(), sent[1].len()));
     }
+    let elapsed = sim.now - start;
+    settle(sim);
+    for (i, ep) in req.iter().enumerate() {
+        drain(&mut sim.engines[0], ep.send_cq, &mut sent[i]);
+    }
+    if sent[0].len() + sent[1].len() != messages {
+        return Err(format!("{} atomic completions for {messages} WRs", sent[0].len() + sent[1].len()));
+    }
     for (i, wcs) in sent.iter().enumerate() {
         for (n, wc) in wcs.iter().enumerate() {
             let want_id = if op == Op::FetchAdd { (2 * n + i) as u64 } else { n as u64 };
@@ -363,5 +375,5 @@ fn run_atomics(sim: &mut Sim, o: &QpOptions, op: Op, messages: usize) -> Result<
     if fetched != (0..messages as u64).collect::<Vec<_>>() {
         return Err(format!("fetched values {fetched:?}"));
     }
-    Ok(Outcome { bytes: 8 * messages as u64, elapsed: sim.now - start, link: sim.stats, delivered: messages })
+    Ok(Outcome { bytes: 8 * messages as u64, elapsed, link: sim.stats, delivered: messages })
 }
