@@ -1,1 +1,61 @@
-//! Placeholder
+//! The verbs API of uroce: the nouns of libibverbs, the ownership of Rust, and
+//! no `unsafe` for the user.
+//!
+//! [`Device::open`] gives a [`Context`], which owns a link (how packets reach a
+//! wire) and the transport engine, and drives them on a background thread
+//! (busy-polling or blocking, [`Progress`]), so RDMA READ, WRITE and atomics
+//! aimed at this process complete without it calling anything. Handles
+//! ([`Context`], [`Pd`], [`Mr`], [`Cq`], [`Qp`], [`Srq`], [`Ah`],
+//! [`CompChannel`]) are cheap clones over `Arc`; a child keeps its parents
+//! alive; dropping the last handle destroys the object.
+//!
+//! A failed work request is a [`WorkCompletion`] with an error [`WcStatus`], as
+//! on a NIC, never undefined behaviour; a refused call is an error naming the
+//! verb and the cause.
+//!
+//! ```
+//! use uroce_verbs::*;
+//!
+//! // Two RC QPs in one process over the loopback udp link.
+//! let ctx = Device::open("udp:127.0.10.1").unwrap();
+//! let pd = ctx.alloc_pd();
+//! let cq = ctx.create_cq(16, None).unwrap();
+//! let a = pd.create_qp(&QpInit::rc(&cq, &cq)).unwrap();
+//! let b = pd.create_qp(&QpInit::rc(&cq, &cq)).unwrap();
+//! let gid = ctx.query_gid(1).unwrap();
+//! a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), gid)).unwrap();
+//! b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), gid)).unwrap();
+//!
+//! let src = pd.reg_mr_with(b"hello, RDMA".to_vec(), AccessFlags::LOCAL_WRITE).unwrap();
+//! let dst = pd.reg_mr(64, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+//! a.post_send(&SendWr::new(1, WrOp::RdmaWrite { remote_addr: dst.addr(), rkey: dst.rkey() }, vec![src.sge(0, 11)]))
+//!     .unwrap();
+//! let wc = cq.wait_one(std::time::Duration::from_secs(5)).unwrap();
+//! assert_eq!(wc.status, WcStatus::Success);
+//! assert_eq!(&dst.to_vec()[..11], b"hello, RDMA");
+//! ```
+
+mod channel;
+mod context;
+mod cq;
+mod device;
+mod diag;
+mod error;
+pub mod guide;
+mod memory;
+mod qp;
+mod srq;
+
+pub use channel::CompChannel;
+pub use context::{Context, OpenOptions, Progress};
+pub use cq::Cq;
+pub use device::{devices, Device, DeviceAttr, PortAttr, PortState};
+pub use error::{Error, PostError};
+pub use memory::{Ah, Mr, Pd};
+pub use qp::{ConnectAttr, Qp, QpInit};
+pub use srq::Srq;
+
+pub use uroce_transport::engine::{
+    AccessFlags, AddressVector, Counter, Event, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpState, QpType, RecvWr,
+    SendFlags, SendWr, Sge, SrqAttr, UdDest, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOp, GRH_LEN,
+};

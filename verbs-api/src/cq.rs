@@ -1,0 +1,135 @@
+//! Completion queues.
+
+use crate::channel::CompChannel;
+use crate::context::Context;
+use crate::diag;
+use crate::error::Error;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use uroce_transport::engine::{CqHandle, WorkCompletion};
+
+/// `struct ibv_cq`: cheap to clone; keeps its context alive.
+#[derive(Clone)]
+pub struct Cq(pub(crate) Arc<CqInner>);
+
+pub(crate) struct CqInner {
+    pub ctx: Context,
+    pub handle: CqHandle,
+    pub channel: Option<CompChannel>,
+    pub cqe: usize,
+}
+
+impl Context {
+    /// A CQ of `cqe` entries (`ibv_create_cq`); with a channel, its events go there.
+    pub fn create_cq(&self, cqe: usize, channel: Option<&CompChannel>) -> Result<Cq, Error> {
+        let max = self.query_device().max_cqe as usize;
+        if cqe == 0 || cqe > max {
+            return Err(Error::InvalidValue { verb: "ibv_create_cq", what: format!("cqe {cqe} (1..={max})") });
+        }
+        let handle = self.shared().engine().create_cq(cqe);
+        Ok(Cq(Arc::new(CqInner { ctx: self.clone(), handle, channel: channel.cloned(), cqe })))
+    }
+
+    /// A completion channel (`ibv_create_comp_channel`).
+    pub fn create_comp_channel(&self) -> Result<CompChannel, Error> {
+        CompChannel::new()
+    }
+}
+
+impl Cq {
+    /// Moves up to `wcs.len()` completions out (`ibv_poll_cq`); returns how many.
+    /// Each failed one is also explained in one tracing line.
+    pub fn poll(&self, wcs: &mut [WorkCompletion]) -> usize {
+        let shared = self.0.ctx.shared();
+        let mut n = 0;
+        {
+            let mut engine = shared.engine();
+            while n < wcs.len() {
+                match engine.poll_cq(self.0.handle) {
+                    Some(wc) => {
+                        wcs[n] = wc;
+                        n += 1;
+                    }
+                    None => break,
+                }
+            }
+        }
+        for wc in &wcs[..n] {
+            diag::explain_completion(wc);
+        }
+        n
+    }
+
+    /// Polls until one completion arrives or `timeout` passes, driving progress
+    /// itself on a [`crate::Progress::Manual`] context.
+    pub fn wait_one(&self, timeout: Duration) -> Result<WorkCompletion, Error> {
+        let deadline = Instant::now() + timeout;
+        let manual = self.0.ctx.progress_mode() == crate::Progress::Manual;
+        let mut wc = [empty_wc()];
+        loop {
+            if self.poll(&mut wc) == 1 {
+                return Ok(wc[0]);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout { verb: "ibv_poll_cq" });
+            }
+            if manual {
+                self.0.ctx.progress();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Arms the CQ (`ibv_req_notify_cq`): its channel becomes readable at the
+    /// next completion.
+    pub fn req_notify(&self, solicited_only: bool) -> Result<(), Error> {
+        let _ = solicited_only;
+        let channel = self.0.channel.clone().ok_or(Error::InvalidValue {
+            verb: "ibv_req_notify_cq",
+            what: "a CQ created without a completion channel".into(),
+        })?;
+        self.0.ctx.shared().notifier.arm(self.0.handle, Arc::downgrade(&self.0), channel);
+        Ok(())
+    }
+
+    /// Whether the CQ overflowed (after which it takes no more completions; an
+    /// `Event::CqError` was raised).
+    pub fn overflowed(&self) -> bool {
+        self.0.ctx.shared().engine().cq_overflowed(self.0.handle)
+    }
+
+    pub fn cqe(&self) -> usize {
+        self.0.cqe
+    }
+
+    pub fn context(&self) -> &Context {
+        &self.0.ctx
+    }
+
+    pub(crate) fn handle(&self) -> CqHandle {
+        self.0.handle
+    }
+}
+
+impl PartialEq for Cq {
+    fn eq(&self, other: &Cq) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// A placeholder value to poll into.
+pub(crate) fn empty_wc() -> WorkCompletion {
+    WorkCompletion {
+        wr_id: 0,
+        status: uroce_transport::engine::WcStatus::GeneralErr,
+        opcode: uroce_transport::engine::WcOpcode::Send,
+        vendor_err: 0,
+        byte_len: 0,
+        imm_data: 0,
+        qp_num: 0,
+        src_qp: 0,
+        wc_flags: uroce_transport::engine::WcFlags::EMPTY,
+        pkey_index: 0,
+    }
+}

@@ -1,0 +1,138 @@
+//! Worked examples, each a test that runs (`cargo test -p uroce-verbs --doc`).
+//! Each uses its own loopback addresses: RoCEv2 is always UDP port 4791, so two
+//! endpoints need two IPs (any 127.x.y.z works, no configuration needed).
+//!
+//! # Two RC QPs: SEND with immediate, RDMA WRITE, READ, CMP_SWAP, FETCH_ADD
+//!
+//! Two contexts, as two hosts would have; the target never calls anything for
+//! the one-sided operations: its progress thread serves them.
+//!
+//! ```
+//! use std::time::Duration;
+//! use uroce_verbs::*;
+//! let t = Duration::from_secs(10);
+//!
+//! let (ctx_a, ctx_b) = (Device::open("udp:127.0.20.1").unwrap(), Device::open("udp:127.0.20.2").unwrap());
+//! let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
+//! let (cq_a, cq_b) = (ctx_a.create_cq(64, None).unwrap(), ctx_b.create_cq(64, None).unwrap());
+//! let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
+//! let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
+//! // What ibv_rc_pingpong exchanges over TCP: QPN, PSN, GID (index 1: IPv4).
+//! a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), ctx_b.query_gid(1).unwrap())).unwrap();
+//! b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ctx_a.query_gid(1).unwrap())).unwrap();
+//!
+//! let rw = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+//! let local = pd_a.reg_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
+//! let remote = pd_b.reg_mr(4096, rw).unwrap();
+//!
+//! // SEND with immediate into a posted receive.
+//! b.post_recv(&RecvWr { wr_id: 7, sg_list: vec![remote.sge(0, 64)] }).unwrap();
+//! local.write(0, b"ping");
+//! a.post_send(&SendWr::new(1, WrOp::SendWithImm { imm: 0x1234 }, vec![local.sge(0, 4)])).unwrap();
+//! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::Success);
+//! let wc = cq_b.wait_one(t).unwrap();
+//! assert_eq!((wc.wr_id, wc.opcode, wc.byte_len, wc.imm_data), (7, WcOpcode::Recv, 4, 0x1234));
+//! assert!(wc.wc_flags.contains(WcFlags::WITH_IMM));
+//!
+//! // RDMA WRITE, then READ it back.
+//! local.write(100, b"written by A");
+//! let write = WrOp::RdmaWrite { remote_addr: remote.addr() + 1000, rkey: remote.rkey() };
+//! a.post_send(&SendWr::new(2, write, vec![local.sge(100, 12)])).unwrap();
+//! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::Success);
+//! let read = WrOp::RdmaRead { remote_addr: remote.addr() + 1000, rkey: remote.rkey() };
+//! a.post_send(&SendWr::new(3, read, vec![local.sge(2000, 12)])).unwrap();
+//! assert_eq!(cq_a.wait_one(t).unwrap().opcode, WcOpcode::RdmaRead);
+//! let mut back = [0u8; 12];
+//! local.read(2000, &mut back);
+//! assert_eq!(&back, b"written by A");
+//!
+//! // FETCH_ADD and CMP_SWAP on an 8-byte counter at the target.
+//! remote.write(8, &41u64.to_le_bytes());
+//! let add = WrOp::AtomicFetchAdd { remote_addr: remote.addr() + 8, rkey: remote.rkey(), add: 1 };
+//! a.post_send(&SendWr::new(4, add, vec![local.sge(3000, 8)])).unwrap();
+//! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::Success);
+//! let mut old = [0u8; 8];
+//! local.read(3000, &mut old);
+//! assert_eq!(u64::from_le_bytes(old), 41);
+//! let cas = WrOp::AtomicCmpSwp { remote_addr: remote.addr() + 8, rkey: remote.rkey(), compare: 42, swap: 100 };
+//! a.post_send(&SendWr::new(5, cas, vec![local.sge(3008, 8)])).unwrap();
+//! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::Success);
+//! let mut now = [0u8; 8];
+//! remote.read(8, &mut now);
+//! assert_eq!(u64::from_le_bytes(now), 100);
+//! ```
+//!
+//! # UD: datagrams with an address handle
+//!
+//! A UD receive gets the 40-byte GRH in front of the data.
+//!
+//! ```
+//! use std::time::Duration;
+//! use uroce_verbs::*;
+//! let t = Duration::from_secs(10);
+//!
+//! let (ctx_a, ctx_b) = (Device::open("udp:127.0.21.1").unwrap(), Device::open("udp:127.0.21.2").unwrap());
+//! let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
+//! let (cq_a, cq_b) = (ctx_a.create_cq(16, None).unwrap(), ctx_b.create_cq(16, None).unwrap());
+//! let a = pd_a.create_qp(&QpInit::ud(&cq_a, &cq_a)).unwrap();
+//! let b = pd_b.create_qp(&QpInit::ud(&cq_b, &cq_b)).unwrap();
+//! let qkey = 0x1111_1111;
+//! for qp in [&a, &b] {
+//!     let mut c = ConnectAttr::new(0, 0, Gid::default());
+//!     c.qkey = qkey;
+//!     qp.connect(&c).unwrap();
+//! }
+//! let rx = pd_b.reg_mr(GRH_LEN + 64, AccessFlags::LOCAL_WRITE).unwrap();
+//! b.post_recv(&RecvWr { wr_id: 1, sg_list: vec![rx.sge(0, (GRH_LEN + 64) as u32)] }).unwrap();
+//!
+//! let tx = pd_a.reg_mr_with(b"datagram".to_vec(), AccessFlags::LOCAL_WRITE).unwrap();
+//! let ah = pd_a.create_ah(ctx_b.query_gid(1).unwrap());
+//! let mut wr = SendWr::new(9, WrOp::Send, vec![tx.sge(0, 8)]);
+//! wr.ud = Some(ah.dest(b.qp_num(), qkey));
+//! a.post_send(&wr).unwrap();
+//!
+//! let wc = cq_b.wait_one(t).unwrap();
+//! assert_eq!(wc.status, WcStatus::Success);
+//! assert_eq!(wc.byte_len as usize, GRH_LEN + 8);
+//! assert_eq!(wc.src_qp, a.qp_num());
+//! assert_eq!(&rx.to_vec()[GRH_LEN..GRH_LEN + 8], b"datagram");
+//! ```
+//!
+//! # Event-driven: a completion channel
+//!
+//! [`CompChannel`] is a file descriptor (an eventfd): register it with epoll or
+//! mio, or wait with [`CompChannel::get_cq_event`]. Arm, wait, poll, re-arm.
+//!
+//! ```
+//! use std::os::fd::AsRawFd;
+//! use std::time::Duration;
+//! use uroce_verbs::*;
+//! let t = Duration::from_secs(10);
+//!
+//! let (ctx_a, ctx_b) = (Device::open("udp:127.0.22.1").unwrap(), Device::open("udp:127.0.22.2").unwrap());
+//! let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
+//! let channel = ctx_b.create_comp_channel().unwrap();
+//! assert!(channel.as_raw_fd() >= 0);
+//! let cq_a = ctx_a.create_cq(16, None).unwrap();
+//! let cq_b = ctx_b.create_cq(16, Some(&channel)).unwrap();
+//! let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
+//! let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
+//! a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), ctx_b.query_gid(1).unwrap())).unwrap();
+//! b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ctx_a.query_gid(1).unwrap())).unwrap();
+//!
+//! let rx = pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
+//! let tx = pd_a.reg_mr_with(vec![1; 64], AccessFlags::LOCAL_WRITE).unwrap();
+//! for i in 0..3u64 {
+//!     b.post_recv(&RecvWr { wr_id: i, sg_list: vec![rx.sge(0, 64)] }).unwrap();
+//! }
+//! let mut got = 0;
+//! for i in 0..3u64 {
+//!     cq_b.req_notify(false).unwrap();
+//!     a.post_send(&SendWr::new(i, WrOp::Send, vec![tx.sge(0, 64)])).unwrap();
+//!     let fired = channel.get_cq_event(t).unwrap();
+//!     assert!(fired == cq_b);
+//!     let mut wcs = [cq_a.wait_one(t).unwrap(); 4];
+//!     got += fired.poll(&mut wcs);
+//! }
+//! assert_eq!(got, 3);
+//! ```

@@ -1,0 +1,295 @@
+//! Queue pairs: creation, the state machine through `modify` (and the
+//! `to_init`/`to_rtr`/`to_rts` helpers), and posting.
+
+use crate::cq::Cq;
+use crate::error::{Error, PostError};
+use crate::memory::Pd;
+use crate::srq::Srq;
+use std::sync::Arc;
+use uroce_transport::engine::{
+    AccessFlags, AddressVector, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, RecvWr, SendWr,
+    MAX_RD_ATOMIC,
+};
+
+/// What `create_qp` needs (`struct ibv_qp_init_attr`).
+#[derive(Clone)]
+pub struct QpInit {
+    pub qp_type: QpType,
+    pub send_cq: Cq,
+    pub recv_cq: Cq,
+    pub srq: Option<Srq>,
+    pub cap: QpCap,
+    /// Every send WR completes, signaled or not.
+    pub sq_sig_all: bool,
+}
+
+impl QpInit {
+    pub fn new(qp_type: QpType, send_cq: &Cq, recv_cq: &Cq) -> QpInit {
+        QpInit {
+            qp_type,
+            send_cq: send_cq.clone(),
+            recv_cq: recv_cq.clone(),
+            srq: None,
+            cap: QpCap::default(),
+            sq_sig_all: false,
+        }
+    }
+    pub fn rc(send_cq: &Cq, recv_cq: &Cq) -> QpInit {
+        QpInit::new(QpType::Rc, send_cq, recv_cq)
+    }
+    pub fn uc(send_cq: &Cq, recv_cq: &Cq) -> QpInit {
+        QpInit::new(QpType::Uc, send_cq, recv_cq)
+    }
+    pub fn ud(send_cq: &Cq, recv_cq: &Cq) -> QpInit {
+        QpInit::new(QpType::Ud, send_cq, recv_cq)
+    }
+}
+
+/// What connecting a QP to its peer takes: what the two sides exchanged
+/// (QPN, PSN, GID) and the usual RC parameters, with rc_pingpong's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectAttr {
+    pub dest_qpn: u32,
+    /// The peer's initial PSN: our receive PSN.
+    pub rq_psn: u32,
+    /// Our initial PSN; `None` takes [`Qp::initial_psn`].
+    pub sq_psn: Option<u32>,
+    pub dgid: Gid,
+    pub sgid_index: u8,
+    pub path_mtu: Mtu,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    /// Remote access this QP grants (RC/UC).
+    pub access: AccessFlags,
+    /// Q_Key of a UD QP.
+    pub qkey: u32,
+}
+
+impl ConnectAttr {
+    pub fn new(dest_qpn: u32, rq_psn: u32, dgid: Gid) -> ConnectAttr {
+        ConnectAttr {
+            dest_qpn,
+            rq_psn,
+            sq_psn: None,
+            dgid,
+            sgid_index: 1,
+            path_mtu: Mtu::Mtu1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: MAX_RD_ATOMIC.min(16),
+            max_dest_rd_atomic: MAX_RD_ATOMIC.min(16),
+            access: AccessFlags::LOCAL_WRITE
+                | AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC,
+            qkey: 0x1111_1111,
+        }
+    }
+}
+
+/// `struct ibv_qp`: cheap to clone; keeps its PD, CQs and SRQ alive; destroyed
+/// when the last clone drops.
+#[derive(Clone)]
+pub struct Qp(Arc<QpInner>);
+
+struct QpInner {
+    pd: Pd,
+    _send_cq: Cq,
+    _recv_cq: Cq,
+    _srq: Option<Srq>,
+    qpn: u32,
+    qp_type: QpType,
+    initial_psn: u32,
+}
+
+impl Drop for QpInner {
+    fn drop(&mut self) {
+        let _ = self.pd.context().shared().engine().destroy_qp(self.qpn);
+    }
+}
+
+impl Pd {
+    /// `ibv_create_qp`: a QP in RESET.
+    pub fn create_qp(&self, init: &QpInit) -> Result<Qp, Error> {
+        let same_ctx = |cq: &Cq| std::ptr::eq(cq.context().shared(), self.context().shared());
+        if !same_ctx(&init.send_cq) || !same_ctx(&init.recv_cq) {
+            return Err(Error::InvalidValue { verb: "ibv_create_qp", what: "CQ of another context".into() });
+        }
+        let attr = QpInitAttr {
+            qp_type: init.qp_type,
+            pd: self.handle(),
+            send_cq: init.send_cq.handle(),
+            recv_cq: init.recv_cq.handle(),
+            srq: init.srq.as_ref().map(|s| s.handle()),
+            cap: init.cap,
+            sq_sig_all: init.sq_sig_all,
+        };
+        let (qpn, initial_psn) = {
+            let mut engine = self.context().shared().engine();
+            let qpn = engine.create_qp(attr).map_err(Error::engine("ibv_create_qp"))?;
+            (qpn, engine.random_psn())
+        };
+        Ok(Qp(Arc::new(QpInner {
+            pd: self.clone(),
+            _send_cq: init.send_cq.clone(),
+            _recv_cq: init.recv_cq.clone(),
+            _srq: init.srq.clone(),
+            qpn,
+            qp_type: init.qp_type,
+            initial_psn,
+        })))
+    }
+}
+
+impl Qp {
+    pub fn qp_num(&self) -> u32 {
+        self.0.qpn
+    }
+    pub fn qp_type(&self) -> QpType {
+        self.0.qp_type
+    }
+    pub fn pd(&self) -> &Pd {
+        &self.0.pd
+    }
+    /// A random PSN chosen at creation, to start the send queue with (and to
+    /// tell the peer).
+    pub fn initial_psn(&self) -> u32 {
+        self.0.initial_psn
+    }
+
+    /// `ibv_modify_qp`: a wrong transition or mask is an error naming the
+    /// states and attributes involved.
+    pub fn modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<(), Error> {
+        let shared = self.0.pd.context().shared();
+        let r = shared.engine().modify_qp(self.0.qpn, attr, mask).map_err(Error::engine("ibv_modify_qp"));
+        shared.kick();
+        r
+    }
+
+    /// `ibv_query_qp`.
+    pub fn query(&self) -> QpAttr {
+        self.0.pd.context().shared().engine().query_qp(self.0.qpn).unwrap_or_default()
+    }
+
+    pub fn state(&self) -> QpState {
+        self.query().qp_state
+    }
+
+    /// RESET -> INIT with port 1, P_Key index 0 and the access (RC/UC) or Q_Key (UD).
+    pub fn to_init(&self, c: &ConnectAttr) -> Result<(), Error> {
+        let attr = QpAttr {
+            qp_state: QpState::Init,
+            pkey_index: 0,
+            port_num: 1,
+            qp_access_flags: c.access,
+            qkey: c.qkey,
+            ..QpAttr::default()
+        };
+        let base = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
+        let extra = if self.qp_type() == QpType::Ud { QpAttrMask::QKEY } else { QpAttrMask::ACCESS_FLAGS };
+        self.modify(&attr, base | extra)
+    }
+
+    /// INIT -> RTR: the peer's QPN, PSN and GID, path MTU, responder resources.
+    pub fn to_rtr(&self, c: &ConnectAttr) -> Result<(), Error> {
+        if self.qp_type() == QpType::Ud {
+            return self.modify(&QpAttr { qp_state: QpState::Rtr, ..QpAttr::default() }, QpAttrMask::STATE);
+        }
+        let ah_attr =
+            AddressVector { dgid: c.dgid, sgid_index: c.sgid_index, hop_limit: 64, port_num: 1, ..Default::default() };
+        let attr = QpAttr {
+            qp_state: QpState::Rtr,
+            path_mtu: c.path_mtu,
+            dest_qp_num: c.dest_qpn,
+            rq_psn: c.rq_psn,
+            max_dest_rd_atomic: c.max_dest_rd_atomic,
+            min_rnr_timer: c.min_rnr_timer,
+            ah_attr,
+            ..QpAttr::default()
+        };
+        let base = QpAttrMask::STATE | QpAttrMask::AV | QpAttrMask::PATH_MTU | QpAttrMask::DEST_QPN;
+        let mut mask = base | QpAttrMask::RQ_PSN;
+        if self.qp_type() == QpType::Rc {
+            mask = mask | QpAttrMask::MAX_DEST_RD_ATOMIC | QpAttrMask::MIN_RNR_TIMER;
+        }
+        self.modify(&attr, mask)
+    }
+
+    /// RTR -> RTS: our send PSN and (RC) the retry parameters.
+    pub fn to_rts(&self, c: &ConnectAttr) -> Result<(), Error> {
+        let attr = QpAttr {
+            qp_state: QpState::Rts,
+            sq_psn: c.sq_psn.unwrap_or(self.0.initial_psn),
+            timeout: c.timeout,
+            retry_cnt: c.retry_cnt,
+            rnr_retry: c.rnr_retry,
+            max_rd_atomic: c.max_rd_atomic,
+            ..QpAttr::default()
+        };
+        let mut mask = QpAttrMask::STATE | QpAttrMask::SQ_PSN;
+        if self.qp_type() == QpType::Rc {
+            mask = mask
+                | QpAttrMask::TIMEOUT
+                | QpAttrMask::RETRY_CNT
+                | QpAttrMask::RNR_RETRY
+                | QpAttrMask::MAX_QP_RD_ATOMIC;
+        }
+        self.modify(&attr, mask)
+    }
+
+    /// RESET -> INIT -> RTR -> RTS in one call.
+    pub fn connect(&self, c: &ConnectAttr) -> Result<(), Error> {
+        self.to_init(c)?;
+        self.to_rtr(c)?;
+        self.to_rts(c)
+    }
+
+    /// `ibv_post_send` of one WR. A bad lkey or range is not an error here: the
+    /// WR completes with LOC_PROT_ERR / LOC_LEN_ERR, as on a NIC.
+    pub fn post_send(&self, wr: &SendWr) -> Result<(), Error> {
+        self.post_send_list(std::slice::from_ref(wr)).map_err(|e| e.error)
+    }
+
+    /// `ibv_post_send` of a list; stops at the first refused WR and says which.
+    pub fn post_send_list(&self, wrs: &[SendWr]) -> Result<(), PostError> {
+        let shared = self.0.pd.context().shared();
+        let result = {
+            let mut engine = shared.engine();
+            wrs.iter().enumerate().try_for_each(|(index, wr)| {
+                engine
+                    .post_send(self.0.qpn, wr.clone())
+                    .map_err(|err| PostError { index, error: Error::Engine { verb: "ibv_post_send", err } })
+            })
+        };
+        shared.kick();
+        result
+    }
+
+    /// `ibv_post_recv` of one WR.
+    pub fn post_recv(&self, wr: &RecvWr) -> Result<(), Error> {
+        self.post_recv_list(std::slice::from_ref(wr)).map_err(|e| e.error)
+    }
+
+    /// `ibv_post_recv` of a list; stops at the first refused WR and says which.
+    pub fn post_recv_list(&self, wrs: &[RecvWr]) -> Result<(), PostError> {
+        let shared = self.0.pd.context().shared();
+        let result = {
+            let mut engine = shared.engine();
+            wrs.iter().enumerate().try_for_each(|(index, wr)| {
+                engine
+                    .post_recv(self.0.qpn, wr.clone())
+                    .map_err(|err| PostError { index, error: Error::Engine { verb: "ibv_post_recv", err } })
+            })
+        };
+        // A receive may release a peer waiting on RNR: nothing to send now, but
+        // the engine may have queued an ACK.
+        shared.kick();
+        result
+    }
+}

@@ -1,0 +1,55 @@
+//! Shared receive queues.
+
+use crate::error::Error;
+use crate::memory::Pd;
+use std::sync::Arc;
+use uroce_transport::engine::{RecvWr, SrqAttr, SrqHandle};
+
+/// `struct ibv_srq`: cheap to clone; keeps its PD alive.
+#[derive(Clone)]
+pub struct Srq(pub(crate) Arc<SrqInner>);
+
+pub(crate) struct SrqInner {
+    pub pd: Pd,
+    pub handle: SrqHandle,
+}
+
+impl Pd {
+    /// `ibv_create_srq`. With `srq_limit` > 0, an `Event::SrqLimitReached`
+    /// comes when fewer receives than that remain.
+    pub fn create_srq(&self, attr: SrqAttr) -> Result<Srq, Error> {
+        let handle = self
+            .context()
+            .shared()
+            .engine()
+            .create_srq(self.handle(), attr)
+            .map_err(Error::engine("ibv_create_srq"))?;
+        Ok(Srq(Arc::new(SrqInner { pd: self.clone(), handle })))
+    }
+}
+
+impl Srq {
+    pub fn post_recv(&self, wr: &RecvWr) -> Result<(), Error> {
+        let shared = self.0.pd.context().shared();
+        shared.engine().post_srq_recv(self.0.handle, wr.clone()).map_err(Error::engine("ibv_post_srq_recv"))
+    }
+
+    /// Arms the limit event again (`ibv_modify_srq` with IBV_SRQ_LIMIT).
+    pub fn modify_limit(&self, limit: u32) -> Result<(), Error> {
+        let shared = self.0.pd.context().shared();
+        shared.engine().modify_srq_limit(self.0.handle, limit).map_err(Error::engine("ibv_modify_srq"))
+    }
+
+    /// Receives posted and not yet consumed.
+    pub fn len(&self) -> usize {
+        self.0.pd.context().shared().engine().srq_len(self.0.handle)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn handle(&self) -> SrqHandle {
+        self.0.handle
+    }
+}

@@ -1,0 +1,207 @@
+//! The verbs API as programs use it: error statuses as on a NIC, list posts that
+//! name the failing WR, several threads, ownership, manual progress, bad devices.
+//! Each test uses its own loopback addresses (RoCEv2 is always port 4791).
+
+use std::time::Duration;
+use uroce_verbs::*;
+
+const T: Duration = Duration::from_secs(10);
+
+struct Pair {
+    ctx_a: Context,
+    ctx_b: Context,
+    pd_a: Pd,
+    pd_b: Pd,
+    cq_a: Cq,
+    cq_b: Cq,
+    a: Qp,
+    b: Qp,
+}
+
+fn pair(net: u8, progress: Progress) -> Pair {
+    let opts = OpenOptions { progress, seed: Some(u64::from(net)) };
+    let ctx_a = Device::open_with(&format!("udp:127.0.{net}.1"), &opts).unwrap();
+    let ctx_b = Device::open_with(&format!("udp:127.0.{net}.2"), &opts).unwrap();
+    let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
+    let (cq_a, cq_b) = (ctx_a.create_cq(1024, None).unwrap(), ctx_b.create_cq(1024, None).unwrap());
+    let deep = |cq: &Cq| {
+        let mut init = QpInit::rc(cq, cq);
+        init.cap.max_send_wr = 1024;
+        init.cap.max_recv_wr = 1024;
+        init
+    };
+    let a = pd_a.create_qp(&deep(&cq_a)).unwrap();
+    let b = pd_b.create_qp(&deep(&cq_b)).unwrap();
+    a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), ctx_b.query_gid(1).unwrap())).unwrap();
+    b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ctx_a.query_gid(1).unwrap())).unwrap();
+    Pair { ctx_a, ctx_b, pd_a, pd_b, cq_a, cq_b, a, b }
+}
+
+#[test]
+fn bad_keys_and_ranges_complete_with_the_nic_statuses() {
+    let p = pair(30, Progress::Blocking);
+    let local = p.pd_a.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
+    let remote = p.pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    remote.write(0, &[0xee; 64]);
+
+    let mut bad_lkey = local.sge(0, 8);
+    bad_lkey.lkey ^= 0xff00;
+    let write = WrOp::RdmaWrite { remote_addr: remote.addr(), rkey: remote.rkey() };
+    p.a.post_send(&SendWr::new(1, write, vec![bad_lkey])).unwrap();
+    assert_eq!(p.cq_a.wait_one(T).unwrap().status, WcStatus::LocProtErr);
+
+    // The QP is in error now: a fresh pair for the remote checks.
+    let p = pair(31, Progress::Blocking);
+    let local = p.pd_a.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
+    let remote = p.pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    remote.write(0, &[0xee; 64]);
+    let past_end = WrOp::RdmaWrite { remote_addr: remote.addr() + 60, rkey: remote.rkey() };
+    p.a.post_send(&SendWr::new(2, past_end, vec![local.sge(0, 8)])).unwrap();
+    let wc = p.cq_a.wait_one(T).unwrap();
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::RemAccessErr));
+    assert_eq!(wc.status.to_string(), "remote access error");
+    assert_eq!(remote.to_vec(), vec![0xee; 64], "the target's memory was touched");
+}
+
+#[test]
+fn list_posts_name_the_failing_request() {
+    let p = pair(32, Progress::Blocking);
+    let mr = p.pd_a.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
+    let ok = RecvWr { wr_id: 1, sg_list: vec![mr.sge(0, 8)] };
+    let too_many = RecvWr { wr_id: 2, sg_list: vec![mr.sge(0, 1); 100] };
+    let err = p.a.post_recv_list(&[ok.clone(), ok, too_many]).unwrap_err();
+    assert_eq!(err.index, 2);
+    assert!(err.to_string().contains("ibv_post_recv"), "{err}");
+}
+
+#[test]
+fn modify_errors_say_which_state_and_attribute() {
+    let ctx = Device::open("udp:127.0.33.1").unwrap();
+    let pd = ctx.alloc_pd();
+    let cq = ctx.create_cq(4, None).unwrap();
+    let qp = pd.create_qp(&QpInit::rc(&cq, &cq)).unwrap();
+    let rtr = QpAttr { qp_state: QpState::Rtr, ..QpAttr::default() };
+    let err = qp.modify(&rtr, QpAttrMask::STATE).unwrap_err().to_string();
+    assert!(err.starts_with("ibv_modify_qp: "), "{err}");
+    assert!(err.contains("RESET") && err.contains("RTR"), "{err}");
+    let err = qp.to_rtr(&ConnectAttr::new(1, 1, ctx.query_gid(1).unwrap())).unwrap_err().to_string();
+    assert!(err.contains("RESET"), "{err}");
+    assert_eq!(qp.state(), QpState::Reset);
+}
+
+#[test]
+fn several_threads_post_and_poll_one_context() {
+    let p = pair(34, Progress::Blocking);
+    let threads = 4;
+    let per_thread = 200u64;
+    let rx = p.pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
+    for i in 0..threads * per_thread {
+        p.b.post_recv(&RecvWr { wr_id: i, sg_list: vec![rx.sge(0, 64)] }).unwrap();
+    }
+    let tx = p.pd_a.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (qp, tx) = (&p.a, &tx);
+            s.spawn(move || {
+                for i in 0..per_thread {
+                    let wr = SendWr::new(t * per_thread + i, WrOp::Send, vec![tx.sge(0, 16)]);
+                    qp.post_send(&wr).unwrap();
+                }
+            });
+        }
+        // Two threads poll the receiver's CQ; every WR must show up exactly once.
+        let total = (threads * per_thread) as usize;
+        let pollers: Vec<_> = (0..2)
+            .map(|_| {
+                let (cq, seen) = (&p.cq_b, &seen);
+                s.spawn(move || {
+                    let mut ids = Vec::new();
+                    let deadline = std::time::Instant::now() + T;
+                    let mut wcs = [empty(); 16];
+                    while seen.load(std::sync::atomic::Ordering::Relaxed) < total
+                        && std::time::Instant::now() < deadline
+                    {
+                        let n = cq.poll(&mut wcs);
+                        seen.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                        ids.extend(wcs[..n].iter().map(|w| (w.wr_id, w.status)));
+                    }
+                    ids
+                })
+            })
+            .collect();
+        let mut all: Vec<(u64, WcStatus)> = pollers.into_iter().flat_map(|h| h.join().unwrap()).collect();
+        all.sort_by_key(|(id, _)| *id);
+        assert!(all.iter().all(|(_, s)| *s == WcStatus::Success));
+        let ids: Vec<u64> = all.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, (0..threads * per_thread).collect::<Vec<_>>());
+    });
+}
+
+fn empty() -> WorkCompletion {
+    WorkCompletion {
+        wr_id: 0,
+        status: WcStatus::GeneralErr,
+        opcode: WcOpcode::Send,
+        vendor_err: 0,
+        byte_len: 0,
+        imm_data: 0,
+        qp_num: 0,
+        src_qp: 0,
+        wc_flags: WcFlags::EMPTY,
+        pkey_index: 0,
+    }
+}
+
+#[test]
+fn children_keep_their_parents_alive() {
+    let p = pair(35, Progress::Blocking);
+    let Pair { ctx_a, ctx_b, pd_a, pd_b, cq_a, a, b, .. } = p;
+    let remote = pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    let local = pd_a.reg_mr_with(vec![5; 64], AccessFlags::LOCAL_WRITE).unwrap();
+    // Drop every parent handle the user holds: the QPs and MRs keep them alive.
+    drop((ctx_a, ctx_b, pd_a, pd_b));
+    let _keep_b = b;
+    let write = WrOp::RdmaWrite { remote_addr: remote.addr(), rkey: remote.rkey() };
+    a.post_send(&SendWr::new(1, write, vec![local.sge(0, 64)])).unwrap();
+    assert_eq!(cq_a.wait_one(T).unwrap().status, WcStatus::Success);
+    assert_eq!(remote.to_vec(), vec![5; 64]);
+}
+
+#[test]
+fn manual_progress_moves_only_when_asked() {
+    let p = pair(36, Progress::Manual);
+    let remote = p.pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    let local = p.pd_a.reg_mr_with(vec![9; 64], AccessFlags::LOCAL_WRITE).unwrap();
+    let write = WrOp::RdmaWrite { remote_addr: remote.addr(), rkey: remote.rkey() };
+    p.a.post_send(&SendWr::new(1, write, vec![local.sge(0, 64)])).unwrap();
+    // The packet left at post time (the poster sends), but nobody receives it
+    // at B until B's context progresses.
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(remote.to_vec(), vec![0; 64]);
+    let mut done = None;
+    for _ in 0..10_000 {
+        p.ctx_b.progress();
+        p.ctx_a.progress();
+        let mut wc = [empty()];
+        if p.cq_a.poll(&mut wc) == 1 {
+            done = Some(wc[0]);
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert_eq!(done.expect("completion with manual progress").status, WcStatus::Success);
+    assert_eq!(remote.to_vec(), vec![9; 64]);
+}
+
+#[test]
+fn bad_devices_say_what_to_do() {
+    let err = |spec: &str| Device::open(spec).err().expect("must fail").to_string();
+    assert!(err("eth0").contains("expected udp:IP"), "{}", err("eth0"));
+    assert!(err("udp:192.0.2.77").contains("not an address of this host"), "{}", err("udp:192.0.2.77"));
+    assert!(err("packet:uroce-nope0").contains("no interface named"), "{}", err("packet:uroce-nope0"));
+    let ctx = Device::open("udp:127.0.37.1").unwrap();
+    assert!(Device::open("udp:127.0.37.1").err().unwrap().to_string().contains("in use"));
+    assert!(ctx.query_gid(9).unwrap_err().to_string().contains("no GID index 9"));
+    assert!(devices().iter().any(|d| d.name == "udp:127.0.0.1"));
+}
