@@ -1,3 +1,4 @@
 //! The `uroce` command's building blocks, as a library so tests drive them directly.
 
+pub mod common;
 pub mod dump;

@@ -30,6 +30,10 @@ pub struct OpenOptions {
     pub progress: Progress,
     /// Seeds QP numbers, keys and initial PSNs; `None` takes one from the clock.
     pub seed: Option<u64>,
+    /// Write every frame the link sends and receives to this pcap file.
+    pub pcap: Option<std::path::PathBuf>,
+    /// Impair the link's traffic (loss, duplication, reordering, corruption, delay).
+    pub impair: Option<uroce_stack::link::ImpairConfig>,
 }
 
 /// Packets moved per batch between engine and link.

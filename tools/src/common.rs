@@ -1,0 +1,131 @@
+//! What every subcommand that opens a device shares: `-d`, capture, impairment,
+//! counters and logging, and the default device on loopback.
+
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+use uroce_stack::link::impair::Faults;
+use uroce_stack::link::ImpairConfig;
+use uroce_verbs::{Context, Device, OpenOptions, Progress};
+
+/// Flags common to the subcommands that run a device.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CommonArgs {
+    /// RDMA device: udp:IP (default: the first free 127.0.0.x), packet:IFACE[,ip=IP][,mac=MAC] or tap:NAME,ip=IP/LEN
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEV")]
+    pub device: Option<String>,
+    /// Capture what uroce sends and receives to this pcap file
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+    /// Drop this fraction of packets (0..1), both directions
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub loss: f64,
+    /// Duplicate this fraction of packets
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub dup: f64,
+    /// Reorder this fraction of packets
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub reorder: f64,
+    /// Corrupt this fraction of received packets (the ICRC check drops them)
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub corrupt: f64,
+    /// Delay every packet by this many microseconds
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub delay: u64,
+    /// Seed of the impairments (and of QP numbers and PSNs)
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Print the engine's and the link's counters at the end
+    #[arg(long)]
+    pub stats: bool,
+    /// Log what the stack does (tracing)
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
+}
+
+/// Loopback addresses tried, in order, when no device is given: the first
+/// program takes 127.0.0.1, the next 127.0.0.2, so a server and a client in two
+/// terminals find each other with no flags.
+const DEFAULT_LOOPBACK: std::ops::RangeInclusive<u8> = 1..=16;
+
+impl CommonArgs {
+    pub fn impair(&self) -> Result<Option<ImpairConfig>, String> {
+        for (name, p) in
+            [("--loss", self.loss), ("--dup", self.dup), ("--reorder", self.reorder), ("--corrupt", self.corrupt)]
+        {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!("{name} {p}: give a probability between 0 and 1"));
+            }
+        }
+        let faults = Faults {
+            loss: self.loss,
+            duplicate: self.dup,
+            reorder: self.reorder,
+            corrupt: self.corrupt,
+            delay: Duration::from_micros(self.delay),
+            jitter: Duration::ZERO,
+            reorder_delay: Duration::from_micros(200),
+        };
+        let probabilities = [self.loss, self.dup, self.reorder, self.corrupt];
+        if probabilities.iter().all(|&p| p == 0.0) && self.delay == 0 {
+            return Ok(None);
+        }
+        Ok(Some(ImpairConfig::both(self.seed.unwrap_or(1), faults)))
+    }
+
+    fn options(&self, progress: Progress, pcap: Option<PathBuf>) -> Result<OpenOptions, String> {
+        Ok(OpenOptions { progress, seed: self.seed, pcap, impair: self.impair()? })
+    }
+
+    /// Opens `-d`, or the first free loopback address. `pcap_suffix` keeps two
+    /// ends of a `--loopback` run from writing one file.
+    pub fn open(&self, progress: Progress, pcap_suffix: Option<&str>) -> Result<Context, String> {
+        let pcap = self.pcap.as_ref().map(|p| match pcap_suffix {
+            Some(s) => suffixed(p, s),
+            None => p.clone(),
+        });
+        let opts = self.options(progress, pcap)?;
+        if let Some(dev) = &self.device {
+            return Device::open_with(dev, &opts).map_err(|e| e.to_string());
+        }
+        let mut last = String::new();
+        for host in DEFAULT_LOOPBACK {
+            match Device::open_with(&format!("udp:127.0.0.{host}"), &opts) {
+                Ok(ctx) => return Ok(ctx),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(format!("{last} (tried 127.0.0.1 to 127.0.0.16; give a device with -d udp:127.0.0.N)"))
+    }
+
+    /// Installs the tracing subscriber when `--verbose` is given.
+    pub fn init_logging(&self) {
+        let level = if self.verbose { tracing::Level::DEBUG } else { tracing::Level::WARN };
+        let _ =
+            tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_target(false).try_init();
+    }
+
+    /// Prints the counters (`--stats`) of one context.
+    pub fn print_stats(&self, label: &str, ctx: &Context) {
+        if !self.stats {
+            return;
+        }
+        println!("--- counters{label} ---");
+        for (name, value) in ctx.counters().iter() {
+            println!("{name:<28} {value}");
+        }
+        let s = ctx.link_stats();
+        println!("{:<28} {}", "link_tx_packets", s.tx_packets);
+        println!("{:<28} {}", "link_rx_packets", s.rx_packets);
+        println!("{:<28} {}", "link_rx_icrc_bad", s.rx_icrc_bad);
+        println!("{:<28} {}", "link_rx_malformed", s.rx_malformed);
+        println!("{:<28} {}", "link_tx_dropped", s.tx_dropped);
+    }
+}
+
+/// `cap.pcap` with suffix `server` -> `cap-server.pcap`.
+fn suffixed(p: &std::path::Path, suffix: &str) -> PathBuf {
+    let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let ext = p.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+    p.with_file_name(format!("{stem}-{suffix}{ext}"))
+}
