@@ -19,7 +19,7 @@ struct Pair {
 }
 
 fn pair(net: u8, progress: Progress) -> Pair {
-    let opts = OpenOptions { progress, seed: Some(u64::from(net)) };
+    let opts = OpenOptions { progress, seed: Some(u64::from(net)), ..OpenOptions::default() };
     let ctx_a = Device::open_with(&format!("udp:127.0.{net}.1"), &opts).unwrap();
     let ctx_b = Device::open_with(&format!("udp:127.0.{net}.2"), &opts).unwrap();
     let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
