@@ -43,10 +43,44 @@ use uroce_transport::wire::{ICRC_LEN, ROCEV2_UDP_PORT};
 const MIN_ROCE: usize = 12 + ICRC_LEN;
 /// Receive slot: the largest RoCE packet at path MTU 4096 with room to spare.
 const SLOT: usize = 4096 + 256;
+/// Receive slot with GRO: a whole coalesced datagram.
+const GRO_SLOT: usize = 65536;
+/// Messages per receive call with GRO (each may hold many packets).
+const GRO_BATCH: usize = 32;
+/// Segments and bytes in one GSO send (the kernel allows 64 and 64 KiB).
+const GSO_MAX_SEGMENTS: usize = 64;
+const GSO_MAX_BYTES: usize = 65000;
+
+/// The kernel offloads the udp link uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpOffload {
+    /// Send runs of equal-sized datagrams to one peer as one GSO super-datagram
+    /// (UDP_SEGMENT). It needs UDP checksums on (the ICRC masks them).
+    pub gso: bool,
+    /// Receive coalesced datagrams (UDP_GRO) and split them.
+    pub gro: bool,
+}
+
+impl UdpOffload {
+    /// What pays and is verified: GRO always; GSO on loopback, where the
+    /// kernel segments in software with IP IDs 0, 1, 2, ... (`inet_gso_segment`)
+    /// and a test checks every segment's ICRC. Off loopback a NIC may segment
+    /// with IDs of its own, so GSO stays off there.
+    pub fn auto(ip: IpAddr) -> UdpOffload {
+        UdpOffload { gso: ip.is_loopback(), gro: true }
+    }
+
+    pub const NONE: UdpOffload = UdpOffload { gso: false, gro: false };
+}
 
 /// The kernel UDP socket link.
 pub struct UdpLink {
     sock: UdpSocket,
+    offload: UdpOffload,
+    /// IPv4 UDP checksum 0 (SO_NO_CHECK), as rxe; off with GSO.
+    no_check: bool,
+    slot: usize,
+    tx_buf: Vec<u8>,
     local: IpAddr,
     info: LinkInfo,
     stats: LinkStats,
@@ -58,14 +92,23 @@ pub struct UdpLink {
 }
 
 impl UdpLink {
-    /// Opens `udp:IP` (a [`DeviceSpec::Udp`]).
+    /// Opens `udp:IP` (a [`DeviceSpec::Udp`]) with [`UdpOffload::auto`].
     pub fn open(spec: &DeviceSpec) -> Result<UdpLink, LinkError> {
+        let ip = match spec {
+            DeviceSpec::Udp { ip, .. } => wire_addr(*ip),
+            _ => return Err(LinkError::Spec { spec: spec.to_string(), why: "not a udp link".into() }),
+        };
+        UdpLink::open_with(spec, UdpOffload::auto(ip))
+    }
+
+    /// Opens `udp:IP` with the offloads given (those the kernel lacks are off).
+    pub fn open_with(spec: &DeviceSpec, offload: UdpOffload) -> Result<UdpLink, LinkError> {
         let DeviceSpec::Udp { ip, path_mtu } = spec else {
             return Err(LinkError::Spec { spec: spec.to_string(), why: "not a udp link".into() });
         };
         let ip = wire_addr(*ip);
         let addr = SocketAddr::new(ip, ROCEV2_UDP_PORT);
-        let opts = UdpOptions { no_check: true, buffer: 4 << 20, gro: false, freebind: false };
+        let opts = UdpOptions { no_check: !offload.gso, buffer: 4 << 20, gro: false, freebind: false };
         let sock = UdpSocket::bind(addr, opts).map_err(|e| match e.raw_os_error() {
             Some(libc::EADDRINUSE) => LinkError::AddressInUse(addr),
             Some(libc::EADDRNOTAVAIL) => LinkError::AddressNotAvailable(ip),
@@ -94,18 +137,29 @@ impl UdpLink {
         };
         let gids = GidTable::new(link_local, ipv4, &ipv6);
         let path_mtu = path_mtu.or_else(|| IbMtu::for_link_mtu(mtu)).unwrap_or(IbMtu::Mtu256);
+        let offload = UdpOffload { gso: offload.gso && sock.supports_gso(), gro: offload.gro && sock.enable_gro() };
+        let (slot, nslots) = if offload.gro { (GRO_SLOT, GRO_BATCH) } else { (SLOT, MAX_BATCH) };
         let info = LinkInfo { kind: "udp", name: spec.to_string(), ifname, mac, ipv4, ipv6, mtu, path_mtu, gids };
         Ok(UdpLink {
             sock,
+            offload,
+            no_check: !offload.gso,
+            slot,
+            tx_buf: vec![0; MAX_BATCH * SLOT],
             local: ip,
             info,
             stats: LinkStats::default(),
-            rx_buf: vec![0; SLOT * MAX_BATCH],
+            rx_buf: vec![0; slot * nslots],
             metas: vec![RxMeta::default(); MAX_BATCH],
             sink: None,
             scratch: Vec::with_capacity(SLOT + 64),
             solver: IdentSolver::default(),
         })
+    }
+
+    /// The offloads in use.
+    pub fn offload(&self) -> UdpOffload {
+        self.offload
     }
 
     /// The IP/UDP headers of a datagram between `src` and `dst` as the kernel
@@ -129,19 +183,80 @@ impl UdpLink {
         (repr.ip.header_len(), n)
     }
 
-    /// Gives the frame (IP packet) of `repr` around `roce` to the sink.
-    fn to_sink(sink: &mut FrameSink, scratch: &mut Vec<u8>, dir: Direction, repr: &FrameRepr, roce: &[u8], icrc: u32) {
+    /// Gives the frame (IP packet) of `repr` around `roce` to the sink, with
+    /// the ICRC `roce` carries (`Some`) or computed over `repr` (`None`).
+    fn to_sink(
+        sink: &mut FrameSink,
+        scratch: &mut Vec<u8>,
+        dir: Direction,
+        repr: &FrameRepr,
+        roce: &[u8],
+        icrc: Option<u32>,
+    ) {
         let n = repr.buffer_len(roce.len());
         scratch.clear();
         scratch.resize(n, 0);
         let at = repr.emit(scratch, roce.len());
         let end = at.end;
         scratch[at].copy_from_slice(roce);
-        scratch[end - ICRC_LEN..end].copy_from_slice(&icrc.to_le_bytes());
-        if repr.udp.checksum != crate::frame::UdpChecksum::Zero && repr.seal(scratch).is_err() {
+        if repr.seal(scratch).is_err() {
             return;
         }
+        if let Some(c) = icrc {
+            // As received: the carried ICRC, then (IPv6) the checksum over it.
+            scratch[end - ICRC_LEN..end].copy_from_slice(&c.to_le_bytes());
+            if repr.udp.checksum == crate::frame::UdpChecksum::Compute {
+                let (s, d) =
+                    (smoltcp::wire::IpAddress::from(repr.ip.src()), smoltcp::wire::IpAddress::from(repr.ip.dst()));
+                smoltcp::wire::UdpPacket::new_unchecked(&mut scratch[repr.ip.header_len()..]).fill_checksum(&s, &d);
+            }
+        }
         sink(dir, scratch);
+    }
+
+    /// Checks and delivers one received RoCE packet; `false` if dropped.
+    fn deliver(&mut self, src: SocketAddr, local: IpAddr, roce: &[u8], f: &mut dyn FnMut(&RxDatagram<'_>)) -> bool {
+        let peer = wire_addr(src.ip());
+        let (Some(mut repr), true) = (Self::repr(peer, local, src.port(), 0), roce.len() >= MIN_ROCE) else {
+            self.stats.rx_malformed += 1;
+            return false;
+        };
+        let mut hdr = [0u8; IPV6_HDR + UDP_HDR];
+        let (iph, n) = Self::headers(&repr, roce.len(), &mut hdr);
+        let body = &roce[..roce.len() - ICRC_LEN];
+        let carried = icrc::carried(roce).unwrap_or(0);
+        let Ok(c0) = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body) else {
+            self.stats.rx_malformed += 1;
+            return false;
+        };
+        let integrity = match repr.ip {
+            IpFields::V6(_) if c0 == carried => Integrity::Icrc,
+            IpFields::V4(ref mut h) => match self.solver.solve(body.len(), c0 ^ carried) {
+                Some(ident) => {
+                    h.ident = ident;
+                    Integrity::IcrcButIpId { ident }
+                }
+                None => {
+                    self.stats.rx_icrc_bad += 1;
+                    return false;
+                }
+            },
+            IpFields::V6(_) => {
+                self.stats.rx_icrc_bad += 1;
+                return false;
+            }
+        };
+        if integrity != Integrity::Icrc {
+            self.stats.rx_icrc_partial += 1;
+        }
+        self.stats.rx_packets += 1;
+        self.stats.rx_bytes += roce.len() as u64;
+        if let Some(sink) = self.sink.as_mut() {
+            // The kernel hides the sender's UDP checksum: shown as zero over IPv4.
+            Self::to_sink(sink, &mut self.scratch, Direction::Rx, &repr, roce, Some(carried));
+        }
+        f(&RxDatagram { peer, src_port: src.port(), local, roce, integrity });
+        true
     }
 }
 
@@ -165,69 +280,138 @@ fn per_datagram(e: &io::Error) -> bool {
     )
 }
 
+impl UdpLink {
+    /// Groups `chunk` for GSO: runs of datagrams to one peer whose RoCE
+    /// packets have one length (the last may be shorter), as the kernel
+    /// segments them. Returns the group lengths in order.
+    fn gso_groups(&self, chunk: &[TxDatagram<'_>], ok: &[bool], out: &mut [usize; MAX_BATCH]) -> usize {
+        let mut n = 0;
+        let mut i = 0;
+        while i < chunk.len() {
+            let mut len = 1;
+            if self.offload.gso && ok[i] {
+                let (peer, size) = (wire_addr(chunk[i].peer), chunk[i].roce.len());
+                let mut total = size;
+                while i + len < chunk.len()
+                    && len < GSO_MAX_SEGMENTS
+                    && ok[i + len]
+                    && wire_addr(chunk[i + len].peer) == peer
+                    && chunk[i + len].roce.len() <= size
+                    && total + chunk[i + len].roce.len() <= GSO_MAX_BYTES
+                {
+                    total += chunk[i + len].roce.len();
+                    len += 1;
+                    if chunk[i + len - 1].roce.len() < size {
+                        break; // a shorter one ends the group
+                    }
+                }
+            }
+            out[n] = len;
+            n += 1;
+            i += len;
+        }
+        n
+    }
+}
+
 impl Link for UdpLink {
     fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
         let mut sent = 0;
+        let mut hdr = [0u8; IPV6_HDR + UDP_HDR];
         for chunk in batch.chunks(MAX_BATCH) {
-            let mut icrcs = [[0u8; ICRC_LEN]; MAX_BATCH];
-            let mut reprs: [Option<FrameRepr>; MAX_BATCH] = [None; MAX_BATCH];
-            let mut hdr = [0u8; IPV6_HDR + UDP_HDR];
+            // Which datagrams this link can carry at all.
+            let mut ok = [false; MAX_BATCH];
             for (i, d) in chunk.iter().enumerate() {
                 let peer = wire_addr(d.peer);
-                let Some(repr) = Self::repr(self.local, peer, ROCEV2_UDP_PORT, 0) else { continue };
-                if d.roce.len() < MIN_ROCE || repr.buffer_len(d.roce.len()) > self.info.mtu {
-                    continue;
-                }
-                let (iph, n) = Self::headers(&repr, d.roce.len(), &mut hdr);
-                let body = &d.roce[..d.roce.len() - ICRC_LEN];
-                let Ok(c) = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body) else { continue };
-                icrcs[i] = c.to_le_bytes();
-                reprs[i] = Some(repr);
+                ok[i] = peer.is_ipv4() == self.local.is_ipv4()
+                    && d.roce.len() >= MIN_ROCE
+                    && Self::repr(self.local, peer, ROCEV2_UDP_PORT, 0)
+                        .is_some_and(|r| r.buffer_len(d.roce.len()) <= self.info.mtu);
             }
+            let mut groups = [0usize; MAX_BATCH];
+            let ngroups = self.gso_groups(chunk, &ok, &mut groups);
+            // Copy each group into the transmit buffer, signing segment k of a
+            // group with IP ID k: what the kernel writes when it segments.
             let mut msgs = [TxMsg { addr: None, iov: [&[][..]; 3], gso_segment: 0 }; MAX_BATCH];
-            let mut which = [0usize; MAX_BATCH];
-            let mut n = 0;
-            for (i, d) in chunk.iter().enumerate() {
-                if reprs[i].is_none() {
+            let mut spans = [(0usize, 0usize, 0usize); MAX_BATCH]; // (first datagram, count, bytes)
+            let mut nmsg = 0;
+            let mut at = 0;
+            let mut first = 0;
+            let mut tx_buf = std::mem::take(&mut self.tx_buf);
+            for &len in &groups[..ngroups] {
+                let group = first..first + len;
+                first += len;
+                if !ok[group.start] {
                     self.stats.tx_dropped += 1;
                     continue;
                 }
-                let body = &d.roce[..d.roce.len() - ICRC_LEN];
-                let addr = SocketAddr::new(wire_addr(d.peer), ROCEV2_UDP_PORT);
-                msgs[n] = TxMsg { addr: Some(addr), iov: [body, &icrcs[i], &[]], gso_segment: 0 };
-                which[n] = i;
-                n += 1;
+                let start = at;
+                for (k, d) in chunk[group.clone()].iter().enumerate() {
+                    let peer = wire_addr(d.peer);
+                    let ident = if len > 1 { k as u16 } else { 0 };
+                    let Some(repr) = Self::repr(self.local, peer, ROCEV2_UDP_PORT, ident) else { continue };
+                    let (iph, n) = Self::headers(&repr, d.roce.len(), &mut hdr);
+                    let body = &d.roce[..d.roce.len() - ICRC_LEN];
+                    let c = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body).unwrap_or(0);
+                    tx_buf[at..at + body.len()].copy_from_slice(body);
+                    tx_buf[at + body.len()..at + d.roce.len()].copy_from_slice(&c.to_le_bytes());
+                    at += d.roce.len();
+                }
+                spans[nmsg] = (group.start, len, at - start);
+                nmsg += 1;
+            }
+            let mut off = 0;
+            for (m, &(g, len, bytes)) in msgs.iter_mut().zip(&spans[..nmsg]) {
+                m.addr = Some(SocketAddr::new(wire_addr(chunk[g].peer), ROCEV2_UDP_PORT));
+                m.iov[0] = &tx_buf[off..off + bytes];
+                m.gso_segment = if len > 1 { chunk[g].roce.len() as u16 } else { 0 };
+                off += bytes;
             }
             let mut at = 0;
-            // Each round sends at least one message or drops one: bounded by n.
-            while at < n {
+            let mut result = Ok(());
+            // Each round sends at least one message or drops one: bounded by nmsg.
+            while at < nmsg {
                 self.stats.tx_syscalls += 1;
-                match mmsg::send_batch(self.sock.fd(), &msgs[at..n]) {
+                match mmsg::send_batch(self.sock.fd(), &msgs[at..nmsg]) {
                     Ok(k) => {
-                        self.stats.tx_max_batch = self.stats.tx_max_batch.max(k as u64);
-                        for j in at..at + k {
-                            let d = &chunk[which[j]];
-                            self.stats.tx_packets += 1;
-                            self.stats.tx_bytes += d.roce.len() as u64;
-                            if let (Some(sink), Some(repr)) = (self.sink.as_mut(), &reprs[which[j]]) {
-                                let c = u32::from_le_bytes(icrcs[which[j]]);
-                                Self::to_sink(sink, &mut self.scratch, Direction::Tx, repr, d.roce, c);
+                        let mut moved = 0;
+                        for &(g, len, _) in &spans[at..at + k] {
+                            moved += len;
+                            for (seg, d) in chunk[g..g + len].iter().enumerate() {
+                                self.stats.tx_packets += 1;
+                                self.stats.tx_bytes += d.roce.len() as u64;
+                                if let Some(sink) = self.sink.as_mut() {
+                                    let ident = if len > 1 { seg as u16 } else { 0 };
+                                    let peer = wire_addr(d.peer);
+                                    if let Some(mut repr) = Self::repr(self.local, peer, ROCEV2_UDP_PORT, ident) {
+                                        if !self.no_check {
+                                            repr.udp.checksum = crate::frame::UdpChecksum::Compute;
+                                        }
+                                        Self::to_sink(sink, &mut self.scratch, Direction::Tx, &repr, d.roce, None);
+                                    }
+                                }
                             }
                         }
-                        sent += k;
-                        at += k.max(1);
+                        self.stats.tx_max_batch = self.stats.tx_max_batch.max(moved as u64);
+                        sent += moved;
                         if k == 0 {
-                            self.stats.tx_dropped += 1;
+                            self.stats.tx_dropped += spans[at].1 as u64;
                         }
+                        at += k.max(1);
                     }
                     Err(e) if per_datagram(&e) => {
-                        self.stats.tx_dropped += 1;
+                        self.stats.tx_dropped += spans[at].1 as u64;
                         at += 1;
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
                 }
             }
+            self.tx_buf = tx_buf;
+            result?;
         }
         Ok(sent)
     }
@@ -237,59 +421,41 @@ impl Link for UdpLink {
             return Ok(0);
         }
         self.stats.rx_syscalls += 1;
-        let got = mmsg::recv_batch(self.sock.fd(), &mut self.rx_buf, SLOT, &mut self.metas)?;
-        self.stats.rx_max_batch = self.stats.rx_max_batch.max(got as u64);
+        let slot = self.slot;
+        let rx_buf = std::mem::take(&mut self.rx_buf);
+        let mut rx_buf = rx_buf;
+        let got = match mmsg::recv_batch(self.sock.fd(), &mut rx_buf, slot, &mut self.metas) {
+            Ok(n) => n,
+            Err(e) => {
+                self.rx_buf = rx_buf;
+                return Err(e);
+            }
+        };
         let mut delivered = 0;
-        let mut hdr = [0u8; IPV6_HDR + UDP_HDR];
+        let mut moved = 0;
         for i in 0..got {
             let m = self.metas[i];
-            let roce = &self.rx_buf[i * SLOT..i * SLOT + m.len];
+            let data = &rx_buf[i * slot..i * slot + m.len];
             let Some(src) = m.src else {
                 self.stats.rx_malformed += 1;
                 continue;
             };
+            if m.truncated {
+                self.stats.rx_malformed += 1;
+                continue;
+            }
             let local = m.dst.unwrap_or(self.local);
-            let peer = wire_addr(src.ip());
-            let repr = Self::repr(peer, local, src.port(), 0);
-            let (Some(mut repr), false, true) = (repr, m.truncated, roce.len() >= MIN_ROCE) else {
-                self.stats.rx_malformed += 1;
-                continue;
-            };
-            let (iph, n) = Self::headers(&repr, roce.len(), &mut hdr);
-            let body = &roce[..roce.len() - ICRC_LEN];
-            let carried = icrc::carried(roce).unwrap_or(0);
-            let Ok(c0) = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body) else {
-                self.stats.rx_malformed += 1;
-                continue;
-            };
-            let integrity = match repr.ip {
-                IpFields::V6(_) if c0 == carried => Integrity::Icrc,
-                IpFields::V4(ref mut h) => match self.solver.solve(body.len(), c0 ^ carried) {
-                    Some(ident) => {
-                        h.ident = ident;
-                        Integrity::IcrcButIpId { ident }
-                    }
-                    None => {
-                        self.stats.rx_icrc_bad += 1;
-                        continue;
-                    }
-                },
-                IpFields::V6(_) => {
-                    self.stats.rx_icrc_bad += 1;
-                    continue;
+            // GRO: one buffer of equal segments (the last may be shorter).
+            let seg = m.gro_segment.map(usize::from).filter(|s| *s > 0).unwrap_or(data.len().max(1));
+            for roce in data.chunks(seg) {
+                moved += 1;
+                if self.deliver(src, local, roce, f) {
+                    delivered += 1;
                 }
-            };
-            if integrity != Integrity::Icrc {
-                self.stats.rx_icrc_partial += 1;
             }
-            self.stats.rx_packets += 1;
-            self.stats.rx_bytes += roce.len() as u64;
-            if let Some(sink) = self.sink.as_mut() {
-                Self::to_sink(sink, &mut self.scratch, Direction::Rx, &repr, roce, carried);
-            }
-            f(&RxDatagram { peer, src_port: src.port(), local, roce, integrity });
-            delivered += 1;
         }
+        self.stats.rx_max_batch = self.stats.rx_max_batch.max(moved as u64);
+        self.rx_buf = rx_buf;
         Ok(delivered)
     }
 

@@ -78,6 +78,16 @@ impl UdpSocket {
         Ok(UdpSocket { fd })
     }
 
+    /// Whether the kernel has UDP GSO (UDP_SEGMENT, Linux 4.18).
+    pub fn supports_gso(&self) -> bool {
+        set_int(self.fd.as_raw_fd(), libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok()
+    }
+
+    /// Turns on GRO reception (UDP_GRO, Linux 5.0); whether it is on.
+    pub fn enable_gro(&self) -> bool {
+        set_int(self.fd.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1).is_ok()
+    }
+
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
