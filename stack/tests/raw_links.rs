@@ -108,6 +108,7 @@ fn packet_to_packet_ipv4_and_ipv6() {
         (PacketLink::open(&spec("packet:vb,ip=198.18.0.2,ip=fd00::2,mac=02:00:00:00:00:02")).unwrap(), live)
     };
     assert!(a.inner().neighbours().is_empty() && b.neighbours().is_empty());
+    assert!(a.inner().has_rx_ring() && b.has_rx_ring(), "frames arrive through the mmap ring");
     assert_eq!(a.info().path_mtu.bytes(), 1024, "veth MTU 1500 gives path MTU 1024, as on rxe");
     assert_eq!(a.info().gids.get(1).unwrap().to_string(), "::ffff:198.18.0.1");
     assert_eq!(a.info().gids.get(0).unwrap().to_string(), "fe80::ff:fe00:1");

@@ -18,11 +18,24 @@ fn udp(ip: &str) -> UdpLink {
     UdpLink::open(&format!("udp:{ip}").parse::<DeviceSpec>().unwrap()).unwrap()
 }
 
+/// `udp:127.0.0.1` and `udp:127.0.0.2`, or (if another program on this
+/// machine holds one of them, said so) another pair of loopback addresses.
+fn loopback_pair() -> (UdpLink, UdpLink, &'static str, &'static str) {
+    for (ia, ib) in [("127.0.0.1", "127.0.0.2"), ("127.0.30.1", "127.0.30.2"), ("127.0.31.1", "127.0.31.2")] {
+        let a = UdpLink::open(&format!("udp:{ia}").parse().unwrap());
+        let b = UdpLink::open(&format!("udp:{ib}").parse().unwrap());
+        match (a, b) {
+            (Ok(a), Ok(b)) => return (a, b, ia, ib),
+            (a, b) => println!("note: {ia}/{ib} busy ({:?} / {:?}); trying another pair", a.err(), b.err()),
+        }
+    }
+    panic!("no free pair of loopback addresses")
+}
+
 #[test]
 fn two_endpoints_exchange_in_batches() {
-    let mut a = udp("127.0.0.1");
-    let mut b = udp("127.0.0.2");
-    let b_ip: IpAddr = "127.0.0.2".parse().unwrap();
+    let (mut a, mut b, ia, ib) = loopback_pair();
+    let b_ip: IpAddr = ib.parse().unwrap();
     let packets: Vec<Vec<u8>> = (0..96).map(|i| roce_packet(0x11, i, &[i as u8; 64])).collect();
     for chunk in packets.chunks(32) {
         assert_eq!(a.send(&tx(b_ip, chunk)).unwrap(), chunk.len());
@@ -31,7 +44,7 @@ fn two_endpoints_exchange_in_batches() {
     let start = Instant::now();
     while got.len() < packets.len() && start.elapsed() < Duration::from_secs(10) {
         b.recv(Duration::from_millis(50), &mut |d: &RxDatagram<'_>| {
-            assert_eq!(d.peer, "127.0.0.1".parse::<IpAddr>().unwrap());
+            assert_eq!(d.peer, ia.parse::<IpAddr>().unwrap());
             assert_eq!(d.local, b_ip);
             assert_eq!(d.src_port, 4791, "a kernel socket sends from its bound port");
             // Loopback sends each batch of 32 as one GSO datagram: segment k has IP ID k.
@@ -54,7 +67,7 @@ fn two_endpoints_exchange_in_batches() {
 
     // And back: b answers a.
     let acks: Vec<Vec<u8>> = (0..8).map(|i| roce_packet(0x22, i, &[])).collect();
-    b.send(&tx("127.0.0.1".parse().unwrap(), &acks)).unwrap();
+    b.send(&tx(ia.parse().unwrap(), &acks)).unwrap();
     let back = collect(&mut a, &mut [], acks.len(), Duration::from_secs(10));
     assert_eq!(back.len(), acks.len());
 }

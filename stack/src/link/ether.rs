@@ -123,6 +123,10 @@ impl<I: FrameIo> EtherLink<I> {
         }
     }
 
+    pub(crate) fn io(&self) -> &I {
+        &self.io
+    }
+
     pub(crate) fn neighbours(&self) -> &NeighbourCache {
         &self.neigh
     }

@@ -1,8 +1,8 @@
 //! The packet link: AF_PACKET on an existing interface (veth, eth0, a bridge
 //! port), with its own MAC/IP or the interface's. Needs CAP_NET_RAW.
 //!
-//! Frames move in batches (`sendmmsg`/`recvmmsg` on the packet socket, up to 64
-//! a call). With a MAC of its own the socket listens promiscuously; with the
+//! Frames arrive through a memory-mapped TPACKET_V2 ring (falling back to
+//! `recvmmsg`) and leave in batches (`sendmmsg`, up to 64 a call). With a MAC of its own the socket listens promiscuously; with the
 //! interface's MAC it listens to all multicast (neighbour discovery). It
 //! answers ARP and neighbour solicitations for its addresses (unless they are
 //! the kernel's, which answers itself), resolves peers with its own neighbour
@@ -15,16 +15,23 @@ use super::neighbour::NeighbourCache;
 use super::spec::{DeviceSpec, LinkError};
 use crate::sys::iface;
 use crate::sys::mmsg::{self, RxMeta, TxMsg, MAX_BATCH};
-use crate::sys::packet::{if_index, Listen, PacketSocket};
+use crate::sys::packet::{if_index, Listen, PacketSocket, RxRing};
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::RawFd;
 
-pub(crate) struct PacketIo(PacketSocket);
+/// Ring size for received frames.
+const RX_RING_BYTES: usize = 8 << 20;
+
+pub(crate) struct PacketIo {
+    sock: PacketSocket,
+    /// The receive ring, if the kernel gave one; else `recvmmsg`.
+    ring: Option<RxRing>,
+}
 
 impl FrameIo for PacketIo {
     fn fd(&self) -> RawFd {
-        self.0.raw_fd()
+        self.sock.raw_fd()
     }
     fn send(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
         let mut msgs = [TxMsg { addr: None, iov: [&[][..]; 3], gso_segment: 0 }; MAX_BATCH];
@@ -32,10 +39,13 @@ impl FrameIo for PacketIo {
         for (m, f) in msgs.iter_mut().zip(&frames[..n]) {
             m.iov[0] = f;
         }
-        mmsg::send_batch(self.0.raw_fd(), &msgs[..n])
+        mmsg::send_batch(self.sock.raw_fd(), &msgs[..n])
     }
     fn recv(&mut self, buf: &mut [u8], slot: usize, metas: &mut [RxMeta]) -> io::Result<usize> {
-        mmsg::recv_batch(self.0.raw_fd(), buf, slot, metas)
+        match self.ring.as_mut() {
+            Some(r) => Ok(r.recv_batch(buf, slot, metas)),
+            None => mmsg::recv_batch(self.sock.raw_fd(), buf, slot, metas),
+        }
     }
 }
 
@@ -104,7 +114,13 @@ impl PacketLink {
             path_mtu: *path_mtu,
             guards,
         };
-        Ok(PacketLink(EtherLink::new(PacketIo(sock), cfg)))
+        let ring = RxRing::new(&sock, mtu.min(65535) + 14, RX_RING_BYTES).ok();
+        Ok(PacketLink(EtherLink::new(PacketIo { sock, ring }, cfg)))
+    }
+
+    /// Whether frames arrive through a memory-mapped ring (else `recvmmsg`).
+    pub fn has_rx_ring(&self) -> bool {
+        self.0.io().ring.is_some()
     }
 
     /// The neighbour cache (for inspection).

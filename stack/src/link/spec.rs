@@ -256,6 +256,22 @@ impl DeviceSpec {
     }
 }
 
+/// The default device: the udp link on the first free loopback address from
+/// `127.0.0.1` up, so that a server and a client started on one machine with
+/// no `-d` both get one (each learns the other's GID in the out-of-band exchange).
+pub fn open_default() -> Result<Box<dyn Link>, LinkError> {
+    let mut last = None;
+    for host in 1..=254u8 {
+        let spec = DeviceSpec::Udp { ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, host)), path_mtu: None };
+        match UdpLink::open(&spec) {
+            Ok(l) => return Ok(Box::new(l)),
+            Err(e @ LinkError::AddressInUse(_)) => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or(LinkError::Spec { spec: "udp:127.0.0.x".into(), why: "no loopback address free".into() }))
+}
+
 /// Parses and opens a device spec.
 pub fn open(spec: &str) -> Result<Box<dyn Link>, LinkError> {
     spec.parse::<DeviceSpec>()?.open()
@@ -315,6 +331,14 @@ mod test {
         );
         let e = LinkError::os("creating TAP device ut0", io::Error::from_raw_os_error(libc::EACCES), "CAP_NET_ADMIN");
         assert!(e.to_string().contains("needs CAP_NET_ADMIN"));
+    }
+
+    #[test]
+    fn default_device_steps_past_busy_addresses() {
+        let a = open_default().unwrap();
+        let b = open_default().unwrap();
+        assert_ne!(a.info().ipv4, b.info().ipv4);
+        assert!(a.info().ipv4.unwrap().is_loopback() && b.info().ipv4.unwrap().is_loopback());
     }
 
     #[test]

@@ -324,7 +324,7 @@ impl Link for UdpLink {
             for (i, d) in chunk.iter().enumerate() {
                 let peer = wire_addr(d.peer);
                 ok[i] = peer.is_ipv4() == self.local.is_ipv4()
-                    && d.roce.len() >= MIN_ROCE
+                    && (MIN_ROCE..=SLOT).contains(&d.roce.len())
                     && Self::repr(self.local, peer, ROCEV2_UDP_PORT, 0)
                         .is_some_and(|r| r.buffer_len(d.roce.len()) <= self.info.mtu);
             }

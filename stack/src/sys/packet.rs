@@ -3,7 +3,10 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+
+use super::mmsg::RxMeta;
 
 /// `ETH_P_ALL` in network byte order, as `socket(2)` and `sockaddr_ll` want it.
 const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
@@ -122,5 +125,126 @@ impl PacketSocket {
 
     pub fn raw_fd(&self) -> std::os::fd::RawFd {
         self.fd.as_raw_fd()
+    }
+}
+
+const PACKET_RX_RING: i32 = 5;
+const PACKET_VERSION: i32 = 10;
+const TPACKET_V2: i32 = 1;
+const TP_STATUS_KERNEL: u32 = 0;
+const TP_STATUS_USER: u32 = 1;
+/// `struct tpacket_req`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TpacketReq {
+    block_size: u32,
+    block_nr: u32,
+    frame_size: u32,
+    frame_nr: u32,
+}
+// `struct tpacket2_hdr` field offsets.
+const TP_LEN: usize = 4;
+const TP_SNAPLEN: usize = 8;
+const TP_MAC: usize = 12;
+
+/// A memory-mapped TPACKET_V2 receive ring: the kernel writes frames into
+/// shared memory, we read them without a system call each (a `poll` only
+/// when the ring is empty). Frame-based, so every frame is visible at once
+/// (TPACKET_V3's blocks would hold frames back until a block retires).
+pub struct RxRing {
+    base: *mut u8,
+    len: usize,
+    frame_size: usize,
+    frames_per_block: usize,
+    block_size: usize,
+    frame_nr: usize,
+    next: usize,
+}
+
+// SAFETY: the mapping is owned by the ring and only touched through `&mut self`;
+// moving it to another thread moves that exclusive access with it.
+unsafe impl Send for RxRing {}
+
+impl RxRing {
+    /// Sets up a ring of about `bytes` on `sock` for frames up to `max_frame` bytes.
+    pub fn new(sock: &PacketSocket, max_frame: usize, bytes: usize) -> io::Result<RxRing> {
+        let fd = sock.fd.as_raw_fd();
+        super::mmsg::set_int(fd, libc::SOL_PACKET, PACKET_VERSION, TPACKET_V2)?;
+        // Header (32) + sockaddr_ll (20), aligned, + 16: where the MAC header lands.
+        let frame_size = (max_frame + 96).next_power_of_two();
+        let page = 4096;
+        let block_size = frame_size.max(page * 16);
+        let block_nr = (bytes / block_size).max(2);
+        let frames_per_block = block_size / frame_size;
+        let frame_nr = block_nr * frames_per_block;
+        let req = TpacketReq {
+            block_size: block_size as u32,
+            block_nr: block_nr as u32,
+            frame_size: frame_size as u32,
+            frame_nr: frame_nr as u32,
+        };
+        super::mmsg::set_raw(fd, libc::SOL_PACKET, PACKET_RX_RING, &req)?;
+        let len = block_size * block_nr;
+        // SAFETY: mapping the ring the kernel just allocated for this socket,
+        // shared and readable/writable as the packet(7) ring protocol requires.
+        let base = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(RxRing { base: base.cast(), len, frame_size, frames_per_block, block_size, frame_nr, next: 0 })
+    }
+
+    fn frame(&self, i: usize) -> *mut u8 {
+        let at = (i / self.frames_per_block) * self.block_size + (i % self.frames_per_block) * self.frame_size;
+        // SAFETY: `at + frame_size <= len` for every i < frame_nr, so the
+        // pointer stays inside the mapping.
+        unsafe { self.base.add(at) }
+    }
+
+    fn status(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: tp_status is the first, 4-byte aligned field of the frame's
+        // tpacket2_hdr; the kernel and we hand the frame over through it with
+        // acquire/release ordering, as packet(7) prescribes.
+        unsafe { AtomicU32::from_ptr(self.frame(i).cast::<u32>()) }
+    }
+
+    /// Copies up to `metas.len()` ready frames into `slot`-byte pieces of `buf`
+    /// and gives their ring frames back to the kernel. Never blocks.
+    pub fn recv_batch(&mut self, buf: &mut [u8], slot: usize, metas: &mut [RxMeta]) -> usize {
+        let mut n = 0;
+        for (chunk, meta) in buf.chunks_exact_mut(slot).zip(metas.iter_mut()) {
+            let i = self.next;
+            if self.status(i).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
+                break;
+            }
+            let f = self.frame(i);
+            // SAFETY: the frame is ours until we store TP_STATUS_KERNEL; its
+            // header fields are in bounds, and tp_mac + tp_snaplen lie within
+            // the frame (the kernel truncates to fit it).
+            let (len, snap, mac) = unsafe {
+                let len = std::ptr::read_unaligned(f.add(TP_LEN).cast::<u32>()) as usize;
+                let snap = std::ptr::read_unaligned(f.add(TP_SNAPLEN).cast::<u32>()) as usize;
+                let mac = usize::from(std::ptr::read_unaligned(f.add(TP_MAC).cast::<u16>()));
+                (len, snap, mac)
+            };
+            let take = snap.min(slot).min(self.frame_size.saturating_sub(mac));
+            // SAFETY: `take` bytes from `f + mac` lie within the frame (above).
+            let data = unsafe { std::slice::from_raw_parts(f.add(mac), take) };
+            chunk[..take].copy_from_slice(data);
+            *meta = RxMeta { len: take, truncated: take < len, ..RxMeta::default() };
+            self.status(i).store(TP_STATUS_KERNEL, Ordering::Release);
+            self.next = (i + 1) % self.frame_nr;
+            n += 1;
+        }
+        n
+    }
+}
+
+impl Drop for RxRing {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping made in `new`, once.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
     }
 }
