@@ -163,9 +163,10 @@ fn tap_to_packet_ipv4_and_ipv6() {
     ns.exec(0, &["ip", "link", "set", "va", "master", "br0"]);
     ns.exec(0, &["ip", "link", "set", "br0", "up"]);
     let mut t = Capture::to_file(t, &path).unwrap();
-    let mut p = {
+    let (mut p, mut live) = {
         let _in = ns.enter(1);
-        PacketLink::open(&spec("packet:vb,ip=198.18.0.2,ip=fd00::2,mac=02:00:00:00:00:02")).unwrap()
+        let live = LiveCapture::open("vb").unwrap();
+        (PacketLink::open(&spec("packet:vb,ip=198.18.0.2,ip=fd00::2,mac=02:00:00:00:00:02")).unwrap(), live)
     };
     assert_eq!(t.info().kind, "tap");
     one_way(&mut t, &mut p, "198.18.0.2", 8, 0x21);
@@ -178,6 +179,13 @@ fn tap_to_packet_ipv4_and_ipv6() {
     assert!(st.nd_solicits_sent >= 1 && sp.nd_adverts_sent >= 1);
     let (_, file) = t.finish().unwrap();
     drop(file);
+    // The frames on the far side of the bridge are the ones the tap link signed.
+    let signed = signed_roce(&path);
+    let wire = wire_roce(&mut live, signed.len());
+    assert_eq!(wire.len(), signed.len());
+    for w in &wire {
+        assert!(signed.contains(w), "a wire packet differs from every signed one: {:02x?}", &w[..28.min(w.len())]);
+    }
     check_pcap(&path, 8 + 8 + 4 + 4);
     let _ = std::fs::remove_file(&path);
 }

@@ -231,3 +231,35 @@ fn offloads_every_way() {
         assert_eq!(sb.rx_icrc_bad, 0);
     }
 }
+
+/// Without privileges, opening a raw link says which capability is missing.
+/// As root, the test runs itself again as `nobody` (with `runuser`).
+#[test]
+fn errors_without_privilege_name_the_capability() {
+    if std::env::var_os("UROCE_TEST_AS_USER").is_some() || !is_root() {
+        let e = spec::open("packet:lo").err().unwrap().to_string();
+        assert!(e.contains("needs CAP_NET_RAW"), "{e}");
+        let e = spec::open("tap:uroce-nope0,ip=198.18.0.1/24").err().unwrap().to_string();
+        assert!(e.contains("needs CAP_NET_ADMIN"), "{e}");
+        println!("unprivileged errors: ok");
+        return;
+    }
+    if !have("runuser") {
+        println!("SKIP: errors_without_privilege_name_the_capability: needs runuser to run as an unprivileged user");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("runuser")
+        .args(["-u", "nobody", "--"])
+        .arg(&exe)
+        .args(["--exact", "errors_without_privilege_name_the_capability", "--nocapture"])
+        .env("UROCE_TEST_AS_USER", "1")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if text.contains("Permission denied") && !text.contains("test result") {
+        println!("SKIP: errors_without_privilege_name_the_capability: nobody cannot run {}", exe.display());
+        return;
+    }
+    assert!(out.status.success() && text.contains("unprivileged errors: ok"), "{text}");
+}
