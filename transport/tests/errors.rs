@@ -431,3 +431,23 @@ fn ud_qkey_mismatch_is_dropped() {
     assert_eq!(r.len(), 1, "only the right Q_Key is received");
     assert_eq!((r[0].byte_len, r[0].src_qp), (40 + 8, p.a.qpn));
 }
+
+#[test]
+fn rnr_on_a_multi_packet_send_spends_rnr_retries_not_transport_retries() {
+    // The packets after the RNR-NAKed FIRST arrive out of sequence and draw
+    // one PSN sequence NAK per RNR round; that NAK is stale (the requester
+    // already waits on the RNR timer) and must not use up retry_cnt.
+    let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    o.retry_cnt = 0;
+    let mut p = pair_with(o);
+    post(&mut p, 1, WrOp::Send, 4000);
+    p.sim.run_until(100_000, Duration::from_millis(5), |_| false);
+    let rnr = p.sim.engines[0].counters().get(Counter::RcvdRnrErr);
+    assert!(rnr > 7, "rnr_retry 7 retries forever ({rnr} RNR NAKs so far)");
+    assert_eq!(p.sim.engines[0].cq_len(p.a.send_cq), 0);
+    post_recv(&mut p, 9, 4096);
+    let wcs = run_for_sends(&mut p, 1);
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success));
+    let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
+    assert_eq!((r[0].wr_id, r[0].status, r[0].byte_len), (9, WcStatus::Success, 4000));
+}

@@ -166,6 +166,9 @@ fn on_rnr_nak(qp: &mut Qp, sh: &mut Shared, now: Instant, psn: Psn, timer: u8) {
         qp.req.set_comp_psn(psn);
     }
     rewind(qp);
+    // Packets sent after the NAKed one arrive out of sequence and draw a PSN
+    // sequence NAK for the same PSN: stale, as the wait already answers it.
+    qp.req.retried_at = Some(qp.req.comp_psn);
     qp.timers.stop(Timer::Retransmit);
     qp.timers.set(Timer::RnrRetry, now + rnr_timer(timer));
 }
