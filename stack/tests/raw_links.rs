@@ -150,6 +150,10 @@ fn tap_to_packet_ipv4_and_ipv6() {
     if skip_unless_root_with_ip("tap_to_packet_ipv4_and_ipv6") {
         return;
     }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        println!("SKIP: tap_to_packet_ipv4_and_ipv6: no /dev/net/tun (modprobe tun)");
+        return;
+    }
     let ns = two_namespaces("tp");
     let tap_name = format!("ut{}", std::process::id() % 100_000);
     let path = pcap_path("tap-packet");
@@ -298,4 +302,29 @@ fn packet_on_the_interface_address_gets_no_icmp() {
         PacketLink::open(&spec("packet:vb")).err().unwrap().to_string()
     };
     assert!(e.contains("198.18.0.2:4791 is in use"), "{e}");
+}
+
+#[test]
+fn unresolved_neighbour_gives_up_and_counts() {
+    if skip_unless_root_with_ip("unresolved_neighbour_gives_up_and_counts") {
+        return;
+    }
+    let ns = two_namespaces("nr");
+    let mut a = {
+        let _in = ns.enter(0);
+        PacketLink::open(&spec("packet:va,ip=198.18.0.1,ip=fd00::1,mac=02:00:00:00:00:01")).unwrap()
+    };
+    let packets: Vec<Vec<u8>> = (0..5).map(|i| roce_packet(0x51, i, &[0; 16])).collect();
+    // Nobody has these addresses: three requests each, then the frames are dropped.
+    a.send(&tx("198.18.0.99".parse().unwrap(), &packets)).unwrap();
+    a.send(&tx("fd00::99".parse().unwrap(), &packets[..2])).unwrap();
+    let start = Instant::now();
+    while a.stats().tx_dropped < 7 && start.elapsed() < Duration::from_secs(10) {
+        a.recv(Duration::from_millis(50), &mut |_| panic!("nothing to receive")).unwrap();
+    }
+    let s = a.stats();
+    assert_eq!(s.tx_dropped, 7, "{s:?}");
+    assert_eq!((s.arp_requests_sent, s.nd_solicits_sent), (3, 3), "{s:?}");
+    assert_eq!(s.tx_packets, 0);
+    assert!(a.neighbours().is_empty(), "failed entries are forgotten");
 }
