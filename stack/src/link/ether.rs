@@ -308,9 +308,11 @@ impl<I: FrameIo> EtherLink<I> {
             }
             self.flush_ctl()?;
             let tx_buf = std::mem::take(&mut self.tx_buf);
-            let frames: Vec<&[u8]> = (0..n).map(|i| &tx_buf[i * self.slot..i * self.slot + lens[i]]).collect();
-            let r = self.transmit(&frames, &[true; MAX_BATCH][..n]);
-            drop(frames);
+            let mut frames: [&[u8]; MAX_BATCH] = [&[]; MAX_BATCH];
+            for (i, f) in frames.iter_mut().enumerate().take(n) {
+                *f = &tx_buf[i * self.slot..i * self.slot + lens[i]];
+            }
+            let r = self.transmit(&frames[..n], &[true; MAX_BATCH][..n]);
             self.tx_buf = tx_buf;
             sent += r?;
         }
