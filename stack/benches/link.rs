@@ -4,7 +4,7 @@
 //! UDP throughput on the same path (plain UDP sockets, one datagram a call)
 //! measured in the same run. Rates are what the receiver got, per second.
 //!
-//! `cargo bench -p uroce-stack --bench link` (URoCE_BENCH_SECS sets the seconds
+//! `cargo bench -p uroce-stack --bench link` (UROCE_BENCH_SECS sets the seconds
 //! per measurement, default 1).
 
 #[path = "../tests/common/mod.rs"]
