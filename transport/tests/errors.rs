@@ -382,8 +382,45 @@ fn cq_overflow_is_an_async_error() {
     }
     p.sim.run_until(10_000, Duration::from_millis(10), |_| false);
     assert!(p.sim.engines[0].cq_overflowed(p.a.send_cq));
-    assert_eq!(events(&mut p.sim.engines[0]), [Event::CqError { cq: p.a.send_cq }]);
-    assert_eq!(poll_all(&mut p.sim.engines[0], p.a.send_cq).len(), 2);
+    // As on hardware: the CQ errs (once), and the QP that lost a completion
+    // goes to ERR, since its user can no longer learn what became of its work.
+    assert_eq!(events(&mut p.sim.engines[0]), [Event::CqError { cq: p.a.send_cq }, Event::QpFatal { qpn: p.a.qpn }]);
+    assert_eq!(p.sim.engines[0].query_qp(p.a.qpn).unwrap().qp_state, QpState::Err);
+    let kept: Vec<_> = poll_all(&mut p.sim.engines[0], p.a.send_cq).iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(kept, [(0, WcStatus::Success), (1, WcStatus::Success)]);
+    // The CQ stays in error: nothing more lands in it, even with room.
+    post(&mut p, 9, WrOp::RdmaWrite { remote_addr: 0x8000, rkey: key }, 8);
+    assert_eq!(p.sim.engines[0].cq_len(p.a.send_cq), 0);
+    assert!(p.sim.engines[0].poll_event().is_none(), "one CQ error event only");
+}
+
+#[test]
+fn receive_cq_overflow_fails_the_responder_and_the_requester_times_out() {
+    let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    o.retry_cnt = 1;
+    o.timeout = 8;
+    let mut sim = Sim::new(7, LinkConfig::clean());
+    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
+    let b = create_endpoint(&mut sim.engines[1], &QpOptions { cq_size: 1, ..o }, None, None);
+    connect(&mut sim, &a, &b, &o);
+    let mut p = Pair { sim, a, b };
+    for id in 0..3 {
+        post_recv(&mut p, 100 + id, 64);
+    }
+    for id in 0..3 {
+        post(&mut p, id, WrOp::Send, 8);
+    }
+    let wcs = run_for_sends(&mut p, 1);
+    assert_eq!(p.sim.engines[1].query_qp(p.b.qpn).unwrap().qp_state, QpState::Err);
+    assert_eq!(events(&mut p.sim.engines[1]), [Event::CqError { cq: p.b.recv_cq }, Event::QpFatal { qpn: p.b.qpn }]);
+    // The first SEND was received and acknowledged; the second filled a
+    // receive whose completion was lost, so it is never acknowledged.
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (0, WcStatus::Success));
+    let rest = run_for_sends(&mut p, 2);
+    assert_eq!(
+        rest.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [(1, WcStatus::RetryExcErr), (2, WcStatus::WrFlushErr)]
+    );
 }
 
 #[test]
@@ -450,4 +487,74 @@ fn rnr_on_a_multi_packet_send_spends_rnr_retries_not_transport_retries() {
     assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success));
     let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
     assert_eq!((r[0].wr_id, r[0].status, r[0].byte_len), (9, WcStatus::Success, 4000));
+}
+
+#[test]
+fn send_with_invalidate_takes_the_key_away() {
+    let mut p = pair();
+    post_recv(&mut p, 1, 4096);
+    let victim = reg(&mut p.sim.engines[1], &p.b, 0x20_0000, vec![4; 64], ALL);
+    post(&mut p, 1, WrOp::SendWithInv { invalidate_rkey: victim }, 10);
+    let wcs = run_for_sends(&mut p, 1);
+    assert_eq!(wcs[0].status, WcStatus::Success);
+    let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
+    assert_eq!((r[0].status, r[0].imm_data), (WcStatus::Success, victim));
+    assert!(r[0].wc_flags.contains(uroce_transport::engine::WcFlags::WITH_INV));
+    // The invalidated rkey no longer opens the region.
+    post(&mut p, 2, WrOp::RdmaWrite { remote_addr: 0x20_0000, rkey: victim }, 8);
+    let wcs = run_for_sends(&mut p, 1);
+    assert_eq!(wcs[0].status, WcStatus::RemAccessErr);
+    assert_eq!(contents(&p.sim.engines[1], victim), vec![4; 64]);
+}
+
+#[test]
+fn send_with_invalidate_of_an_unknown_key_is_remote_invalid_request() {
+    for foreign_pd in [false, true] {
+        let mut p = pair();
+        post_recv(&mut p, 1, 4096);
+        let key = if foreign_pd {
+            let pd = p.sim.engines[1].alloc_pd();
+            p.sim.engines[1].reg_mr(pd, 0x20_0000, Box::new(vec![0u8; 8]), ALL).unwrap().rkey
+        } else {
+            0xdead_be00
+        };
+        post(&mut p, 1, WrOp::SendWithInv { invalidate_rkey: key }, 10);
+        let wcs = run_for_sends(&mut p, 1);
+        assert_eq!(wcs[0].status, WcStatus::RemInvReqErr, "foreign PD: {foreign_pd}");
+        let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
+        assert_eq!((r[0].wr_id, r[0].status), (1, WcStatus::RemInvReqErr));
+        assert_eq!(p.sim.engines[1].query_qp(p.b.qpn).unwrap().qp_state, QpState::Err);
+    }
+}
+
+#[test]
+fn receive_with_a_bad_lkey_is_remote_operational_error() {
+    let mut p = pair();
+    let sge = Sge { addr: 0x8000, length: 64, lkey: 0x0bad_0100 };
+    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 5, sg_list: vec![sge] }).unwrap();
+    post(&mut p, 1, WrOp::Send, 10);
+    let wcs = run_for_sends(&mut p, 1);
+    assert_eq!(wcs[0].status, WcStatus::RemOpErr);
+    assert_eq!(wcs[0].status.to_string(), "remote operational error");
+    let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
+    assert_eq!((r[0].wr_id, r[0].status), (5, WcStatus::LocProtErr));
+    assert_eq!(p.sim.engines[1].query_qp(p.b.qpn).unwrap().qp_state, QpState::Err);
+}
+
+#[test]
+fn an_empty_last_packet_is_an_invalid_request() {
+    let mut p = pair();
+    post_recv(&mut p, 1, 4096);
+    let first = request(&p, Opcode::RcSendFirst, &[1; 1024]);
+    let ack = answers(&mut p, &first);
+    assert_eq!(ack[0].aeth.unwrap().syndrome.to_byte(), 0x1f, "the FIRST is fine");
+    let rq_psn = Psn::new(p.sim.engines[1].query_qp(p.b.qpn).unwrap().rq_psn) + 1;
+    let mut repr = RoceRepr::new(BthRepr::new(Opcode::RcSendLast, p.b.qpn, rq_psn));
+    repr.bth.ack_req = true;
+    let mut last = vec![0u8; repr.buffer_len(0)];
+    repr.emit(&mut last, &[]);
+    let out = answers(&mut p, &last);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].aeth.unwrap().syndrome.to_byte(), 0x61, "NAK invalid request");
+    assert_eq!(out[0].bth.psn, rq_psn);
 }

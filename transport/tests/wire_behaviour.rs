@@ -257,3 +257,95 @@ fn sqd_stops_new_work_and_reports_drained() {
     sim.run_until(10_000, Duration::from_millis(10), |_| false);
     assert_eq!(sim.engines[0].cq_len(a.send_cq), 2);
 }
+
+#[test]
+fn solicited_event_bit_only_on_the_last_packet_of_a_send_or_write_with_immediate() {
+    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let sge = Sge { addr: 0x8000, length: 4096, lkey: dst };
+    sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 1, sg_list: vec![sge] }).unwrap();
+    sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 2, sg_list: vec![] }).unwrap();
+    let ops = [
+        WrOp::Send,
+        WrOp::RdmaWrite { remote_addr: 0x8000, rkey: dst },
+        WrOp::RdmaWriteWithImm { remote_addr: 0x8000, rkey: dst, imm: 7 },
+    ];
+    for (i, op) in ops.into_iter().enumerate() {
+        let mut wr = SendWr::new(i as u64, op, vec![Sge { addr: 0x1000, length: 2500, lkey: src }]);
+        wr.flags |= SendFlags::SOLICITED;
+        sim.engines[0].post_send(a.qpn, wr).unwrap();
+    }
+    let log = record(&mut sim);
+    sim.run_until(100_000, Duration::from_millis(10), |_| false);
+    let log = log.lock().unwrap();
+    let se: Vec<_> = log.iter().filter(|(to, _)| *to == 1).map(|(_, r)| (r.bth.opcode, r.bth.solicited)).collect();
+    use Opcode::*;
+    assert_eq!(
+        se,
+        [
+            (RcSendFirst, false),
+            (RcSendMiddle, false),
+            (RcSendLast, true),
+            (RcWriteFirst, false),
+            (RcWriteMiddle, false),
+            (RcWriteLast, false),
+            (RcWriteFirst, false),
+            (RcWriteMiddle, false),
+            (RcWriteLastWithImm, true),
+        ]
+    );
+}
+
+#[test]
+fn duplicate_read_asking_for_other_bytes_is_dropped() {
+    let (mut sim, a, _b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let wr = SendWr::new(
+        1,
+        WrOp::RdmaRead { remote_addr: 0x8000, rkey: dst },
+        vec![Sge { addr: 0x1000, length: 100, lkey: src }],
+    );
+    sim.engines[0].post_send(a.qpn, wr).unwrap();
+    let req = drain(&mut sim.engines[0]).remove(0).1;
+    sim.inject(1, &req);
+    assert_eq!(drain(&mut sim.engines[1]).len(), 1);
+    // The same PSN asking for bytes beyond the first request's, or under
+    // another key: rxe drops it, and so does this responder.
+    for (va_delta, len, key_delta) in [(0u64, 101u32, 0u32), (8, 100, 0), (0, 100, 0x100)] {
+        let mut r = parse(&req);
+        let reth = r.reth.as_mut().unwrap();
+        reth.va += va_delta;
+        reth.dma_len = len;
+        reth.rkey = reth.rkey.wrapping_add(key_delta);
+        let mut bad = vec![0u8; r.buffer_len(0)];
+        r.emit(&mut bad, &[]);
+        sim.inject(1, &bad);
+        assert!(drain(&mut sim.engines[1]).is_empty(), "{va_delta} {len} {key_delta}");
+    }
+    // A part of the first request is answered.
+    let mut r = parse(&req);
+    let reth = r.reth.as_mut().unwrap();
+    reth.va += 50;
+    reth.dma_len = 50;
+    let mut part = vec![0u8; r.buffer_len(0)];
+    r.emit(&mut part, &[]);
+    sim.inject(1, &part);
+    assert_eq!(drain(&mut sim.engines[1]).len(), 1);
+}
+
+#[test]
+fn a_qp_moved_to_error_stops_answering() {
+    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let wr = SendWr::new(
+        1,
+        WrOp::RdmaRead { remote_addr: 0x8000, rkey: dst },
+        vec![Sge { addr: 0x1000, length: 8192, lkey: src }],
+    );
+    sim.engines[0].post_send(a.qpn, wr).unwrap();
+    let req = drain(&mut sim.engines[0]).remove(0).1;
+    sim.inject(1, &req);
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    let now = uroce_transport::engine::Instant::ZERO;
+    assert!(sim.engines[1].poll_transmit(now, &mut buf).is_some(), "the first of eight responses");
+    let err = QpAttr { qp_state: QpState::Err, ..QpAttr::default() };
+    sim.engines[1].modify_qp(b.qpn, &err, QpAttrMask::STATE).unwrap();
+    assert!(sim.engines[1].poll_transmit(now, &mut buf).is_none(), "no more READ responses from ERR");
+}

@@ -132,8 +132,10 @@ fn on_read_response(qp: &mut Qp, sh: &mut Shared, psn: Psn, payload: &[u8]) {
 
 fn on_nak(qp: &mut Qp, sh: &mut Shared, now: Instant, before: Psn, psn: Psn, code: NakCode) {
     if code == NakCode::PsnSequenceError {
-        sh.counters.inc(Counter::RcvdSeqErr);
         // Every PSN before the NAKed one arrived.
+        if psn - before > 0 {
+            sh.counters.inc(Counter::RcvdSeqErr);
+        }
         let front_started = qp.req.wqes.front().is_some_and(|w| w.started && !w.is_read_or_atomic());
         if front_started && psn - qp.req.comp_psn > 0 {
             qp.req.set_comp_psn(psn);

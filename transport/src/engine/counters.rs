@@ -24,18 +24,18 @@ counters! {
     SentPkts = "sent_pkts", "Packets handed to the link.";
     RcvdPkts = "rcvd_pkts", "Packets accepted for a QP.";
     DuplicateRequest = "duplicate_request", "Requests with a PSN already seen (responder).";
-    OutOfSeqRequest = "out_of_seq_request", "Requests beyond the expected PSN (responder).";
+    OutOfSeqRequest = "out_of_seq_request", "RC requests beyond the expected PSN that drew a sequence NAK (responder).";
     RcvdRnrErr = "rcvd_rnr_err", "RNR NAKs received (requester).";
     SendRnrErr = "send_rnr_err", "RNR NAKs sent (responder).";
-    RcvdSeqErr = "rcvd_seq_err", "PSN sequence error NAKs received (requester).";
-    AckDeferred = "ack_deferred", "ACKs replaced by a later one before they were sent.";
+    RcvdSeqErr = "rcvd_seq_err", "PSN sequence error NAKs received that acknowledged new packets (requester).";
+    AckDeferred = "ack_deferred", "ACKs coalesced: replaced by a later one before they were sent (rxe: completer deferred).";
     RetryExceededErr = "retry_exceeded_err", "WRs failed with RETRY_EXC_ERR.";
     RetryRnrExceededErr = "retry_rnr_exceeded_err", "WRs failed with RNR_RETRY_EXC_ERR.";
     CompleterRetryErr = "completer_retry_err", "Go-back-N retries started by the completer.";
-    SendErr = "send_err", "Packets that could not be built or sent.";
-    LinkDowned = "link_downed", "Link down events.";
-    RdmaSends = "rdma_sends", "Request packets sent.";
-    RdmaRecvs = "rdma_recvs", "Request packets received.";
+    SendErr = "send_err", "Packets that could not be built or sent (never, in this engine).";
+    LinkDowned = "link_downed", "Link down events (the link layer's business; always 0 here).";
+    RdmaSends = "rdma_sends", "SEND work requests completed, whatever their status (requester).";
+    RdmaRecvs = "rdma_recvs", "Receive work requests completed successfully (responder).";
 }
 
 /// The counter values of one engine.

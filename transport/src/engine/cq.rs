@@ -1,5 +1,7 @@
 //! Completion queues. A full CQ behaves as on hardware: the completion is
-//! lost, the CQ goes into error and the owner gets an asynchronous CQ error.
+//! lost, the CQ goes into error (for good: it takes no more completions) and
+//! the owner gets an asynchronous CQ error; the QP whose completion was lost
+//! goes to ERR with a QP fatal event (the engine does that part).
 
 use super::verbs::WorkCompletion;
 use super::Event;
@@ -21,17 +23,18 @@ impl Cq {
         Cq { capacity, entries: VecDeque::with_capacity(capacity.min(4096)), overflowed: false }
     }
 
-    /// Queues `wc`; on overflow returns the event to raise (once).
-    pub fn push(&mut self, handle: CqHandle, wc: WorkCompletion) -> Option<Event> {
+    /// Queues `wc`. `Err` when it was lost, with the event to raise the
+    /// first time (the CQ stays in error afterwards, as on hardware).
+    pub fn push(&mut self, handle: CqHandle, wc: WorkCompletion) -> Result<(), Option<Event>> {
         if self.overflowed {
-            return None;
+            return Err(None);
         }
         if self.entries.len() >= self.capacity {
             self.overflowed = true;
-            return Some(Event::CqError { cq: handle });
+            return Err(Some(Event::CqError { cq: handle }));
         }
         self.entries.push_back(wc);
-        None
+        Ok(())
     }
 
     pub fn pop(&mut self) -> Option<WorkCompletion> {

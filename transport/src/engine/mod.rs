@@ -197,13 +197,20 @@ pub(crate) struct Shared {
     pub counters: Counters,
     pub events: VecDeque<Event>,
     pub port_mtu: Mtu,
+    /// QPs that lost a completion to an overflowed CQ: they go to ERR.
+    pub cq_lost: Vec<u32>,
 }
 
 impl Shared {
     pub fn complete(&mut self, cq: CqHandle, wc: WorkCompletion) {
+        let recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
+        if recv && wc.status == WcStatus::Success {
+            self.counters.inc(Counter::RdmaRecvs);
+        }
         if let Some(q) = self.cqs.get_mut(&cq) {
-            if let Some(ev) = q.push(cq, wc) {
-                self.events.push_back(ev);
+            if let Err(ev) = q.push(cq, wc) {
+                self.events.extend(ev);
+                self.cq_lost.push(wc.qp_num);
             }
         }
     }
@@ -233,6 +240,7 @@ impl Engine {
                 counters: Counters::default(),
                 events: VecDeque::new(),
                 port_mtu: config.port_mtu,
+                cq_lost: Vec::new(),
             },
             qps: BTreeMap::new(),
             pds: Vec::new(),
@@ -365,8 +373,15 @@ impl Engine {
         self.qps.remove(&qpn).map(|_| ()).ok_or(Error::NoSuchQp(qpn))
     }
 
+    /// `ibv_query_qp`. In SQD, `sq_draining` says whether messages already
+    /// started are still waiting for their acknowledgements.
     pub fn query_qp(&self, qpn: u32) -> Option<QpAttr> {
-        self.qps.get(&qpn).map(|q| q.attr)
+        self.qps.get(&qpn).map(|q| {
+            let mut attr = q.attr;
+            attr.cur_qp_state = attr.qp_state;
+            attr.sq_draining = attr.qp_state == QpState::Sqd && q.req.wqes.iter().any(|w| w.started);
+            attr
+        })
     }
 
     pub fn qp_type(&self, qpn: u32) -> Option<QpType> {
@@ -378,6 +393,7 @@ impl Engine {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
         let to = state::check_modify(qp.qp_type(), qp.state(), attr, mask)?;
         modify::apply(qp, &mut self.sh, attr, mask, to);
+        self.fail_qps_that_lost_completions();
         Ok(())
     }
 
@@ -385,7 +401,9 @@ impl Engine {
     /// fails later (a bad lkey, a remote error) fails in its completion.
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), Error> {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
-        requester::post(qp, &mut self.sh, wr)
+        let r = requester::post(qp, &mut self.sh, wr);
+        self.fail_qps_that_lost_completions();
+        r
     }
 
     /// `ibv_post_recv`.
@@ -408,6 +426,7 @@ impl Engine {
         } else {
             qp.rq.push_back(wr);
         }
+        self.fail_qps_that_lost_completions();
         Ok(())
     }
 
@@ -435,9 +454,9 @@ impl Engine {
         if op.is_response() {
             completer::on_response(qp, &mut self.sh, now, &repr, payload);
         } else {
-            self.sh.counters.inc(Counter::RdmaRecvs);
             responder::on_request(qp, &mut self.sh, &meta, &repr, payload);
         }
+        self.fail_qps_that_lost_completions();
     }
 
     /// Runs the timers due at `now`.
@@ -449,6 +468,18 @@ impl Engine {
             // An expired RNR timer only lets the requester send again.
             qp.timers.take_expired(Timer::RnrRetry, now);
         }
+        self.fail_qps_that_lost_completions();
+    }
+
+    /// A QP whose completion an overflowed CQ lost goes to ERR with a QP
+    /// fatal event: its user can no longer learn what happened to its work.
+    fn fail_qps_that_lost_completions(&mut self) {
+        while let Some(qpn) = self.sh.cq_lost.pop() {
+            if let Some(qp) = self.qps.get_mut(&qpn).filter(|q| q.state() != QpState::Err) {
+                self.sh.events.push_back(Event::QpFatal { qpn });
+                qp.enter_error(&mut self.sh);
+            }
+        }
     }
 
     /// Writes the next packet to send into `buf` (at least [`MAX_PACKET_LEN`]
@@ -459,7 +490,9 @@ impl Engine {
         // Round robin: start after the QP that sent last, wrap around once.
         let cursor = self.tx_cursor;
         let tx = poll_qps(self.qps.range_mut(cursor..), &mut self.sh, now, buf)
-            .or_else(|| poll_qps(self.qps.range_mut(..cursor), &mut self.sh, now, buf))?;
+            .or_else(|| poll_qps(self.qps.range_mut(..cursor), &mut self.sh, now, buf));
+        self.fail_qps_that_lost_completions();
+        let tx = tx?;
         self.sh.counters.inc(Counter::SentPkts);
         self.tx_cursor = tx.qpn.wrapping_add(1);
         Some(tx)

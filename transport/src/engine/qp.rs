@@ -5,12 +5,13 @@
 use super::attr::{Mtu, QpAttr, QpState, QpType};
 use super::cq::CqHandle;
 use super::memory::Pd;
-use super::responder::Responder;
+use super::responder::{Responder, Response};
 use super::srq::SrqHandle;
 use super::status::WcStatus;
 use super::timer::TimerTable;
 use super::verbs::{RecvWr, SendFlags, SendWr, WcOpcode, WorkCompletion};
 use super::{Event, Shared};
+use crate::wire::AethSyndrome;
 use crate::Psn;
 use std::collections::VecDeque;
 
@@ -156,6 +157,9 @@ impl Qp {
     pub fn complete_front(&mut self, sh: &mut Shared, status: WcStatus) {
         let Some(wqe) = self.req.wqes.pop_front() else { return };
         self.req.next = self.req.next.saturating_sub(1);
+        if wqe.wr.op.is_send() {
+            sh.counters.inc(super::Counter::RdmaSends);
+        }
         if wqe.started {
             self.req.set_comp_psn(wqe.last_psn.next());
         }
@@ -183,13 +187,17 @@ impl Qp {
     }
 
     /// Moves to ERR: timers stop, every outstanding WR completes with
-    /// WR_FLUSH_ERR. Responses already queued (a NAK) are still sent.
+    /// WR_FLUSH_ERR. A NAK already queued (the one that explains the error)
+    /// is still sent; READ responses, atomic and plain ACKs are not.
     pub fn enter_error(&mut self, sh: &mut Shared) {
         if self.state() == QpState::Err {
             return;
         }
         self.attr.qp_state = QpState::Err;
         self.timers.stop_all();
+        self.resp.responses.retain(|r| {
+            matches!(r, Response::Ack { syndrome: AethSyndrome::Nak(_) | AethSyndrome::RnrNak { .. }, .. })
+        });
         self.flush_send_queue(sh);
         self.flush_receive_side(sh);
     }

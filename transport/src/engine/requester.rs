@@ -11,7 +11,7 @@ use super::status::WcStatus;
 use super::time::{ack_timeout, Instant};
 use super::timer::Timer;
 use super::verbs::{SendFlags, SendWr, WrOp};
-use super::{Counter, Error, Shared, Transmit};
+use super::{Error, Shared, Transmit};
 use crate::wire::{AtomicEthRepr, BthRepr, DethRepr, IethRepr, ImmDtRepr, Position, RethRepr, RoceRepr};
 use crate::Psn;
 
@@ -206,7 +206,6 @@ fn send_packet(qp: &mut Qp, sh: &mut Shared, now: Instant, buf: &mut [u8], mtu: 
     if qp.req.psn - qp.req.sent_end > 0 {
         qp.req.sent_end = qp.req.psn;
     }
-    sh.counters.inc(Counter::RdmaSends);
     let dest_gid = match wqe.wr.ud {
         Some(ud) if qp.qp_type() == QpType::Ud => ud.dgid,
         _ => qp.attr.ah_attr.dgid,
@@ -269,7 +268,8 @@ fn emit_data(
     let mut repr = RoceRepr::new(bth(qp, data_opcode(qp.qp_type(), op, pos), psn, ack_req));
     let first = matches!(pos, Position::First | Position::Only);
     let last = matches!(pos, Position::Last | Position::Only);
-    repr.bth.solicited = last && wqe.wr.flags.contains(SendFlags::SOLICITED);
+    let notifies = op.is_send() || op.imm().is_some();
+    repr.bth.solicited = last && notifies && wqe.wr.flags.contains(SendFlags::SOLICITED);
     if let (true, Some((va, rkey))) = (first, op.remote()) {
         repr.reth = Some(RethRepr { va, rkey, dma_len: wqe.len });
     }

@@ -25,6 +25,10 @@ use std::collections::BinaryHeap;
 /// Sees every packet delivered: the receiving node and the bytes.
 pub type Tap = Box<dyn FnMut(usize, &[u8]) + Send>;
 
+/// Decides, for each packet about to be delivered (receiving node, bytes),
+/// whether it is lost instead: a test's targeted loss.
+pub type DropIf = Box<dyn FnMut(usize, &[u8]) -> bool + Send>;
+
 /// A packet on the wire.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct InFlight {
@@ -49,6 +53,8 @@ pub struct Sim {
     buf: Vec<u8>,
     /// Packets a test wants to see: every packet delivered is offered here.
     pub tap: Option<Tap>,
+    /// Packets a test wants lost (after the impairments, before the tap).
+    pub drop_if: Option<DropIf>,
 }
 
 impl Sim {
@@ -72,6 +78,7 @@ impl Sim {
             busy_until: [Instant::ZERO; 2],
             buf: vec![0u8; MAX_PACKET_LEN],
             tap: None,
+            drop_if: None,
         }
     }
 
@@ -133,6 +140,12 @@ impl Sim {
         if !link::check_crc(&p.data) {
             self.stats.dropped_corrupt += 1;
             return;
+        }
+        if let Some(drop_if) = &mut self.drop_if {
+            if drop_if(p.to, &p.data) {
+                self.stats.lost += 1;
+                return;
+            }
         }
         self.stats.delivered += 1;
         if let Some(tap) = &mut self.tap {

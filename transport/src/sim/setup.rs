@@ -23,6 +23,8 @@ pub struct QpOptions {
     pub cap: QpCap,
     pub sq_sig_all: bool,
     pub qkey: u32,
+    /// The initial PSN of both directions; `None` draws them from the seeds.
+    pub start_psn: Option<u32>,
 }
 
 impl QpOptions {
@@ -41,6 +43,7 @@ impl QpOptions {
             cap: QpCap { max_send_wr: 1024, max_recv_wr: 1024, ..QpCap::default() },
             sq_sig_all: false,
             qkey: 0x1111_1111,
+            start_psn: None,
         }
     }
 }
@@ -67,7 +70,10 @@ pub fn create_endpoint(e: &mut Engine, o: &QpOptions, pd: Option<Pd>, srq: Optio
 /// Takes QP `a.qpn` of node 0 and `b.qpn` of node 1 to RTS, each aimed at the
 /// other, with random initial PSNs from the engines' seeds.
 pub fn connect(sim: &mut Sim, a: &Endpoint, b: &Endpoint, o: &QpOptions) {
-    let psn = [sim.engines[0].random_psn(), sim.engines[1].random_psn()];
+    let mut psn = [sim.engines[0].random_psn(), sim.engines[1].random_psn()];
+    if let Some(p) = o.start_psn {
+        psn = [p, p];
+    }
     let ends = [(a.qpn, b.qpn), (b.qpn, a.qpn)];
     for (i, (local, remote)) in ends.into_iter().enumerate() {
         let dgid = sim.gids[1 - i];

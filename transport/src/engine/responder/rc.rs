@@ -6,8 +6,11 @@ use crate::engine::qp::Qp;
 use crate::engine::status::WcStatus;
 use crate::engine::verbs::{AccessFlags, WcFlags, WcOpcode, WorkCompletion};
 use crate::engine::{Counter, Event, Shared};
-use crate::wire::{AethSyndrome, NakCode, Opcode, Position, RoceRepr};
+use crate::wire::{AethSyndrome, NakCode, Opcode, Position, RethRepr, RoceRepr};
 use crate::Psn;
+
+/// The longest message, 2^31 bytes (IBTA 9.4.4; rxe checks RETH lengths so).
+const MAX_MSG: u32 = 1 << 31;
 
 /// What a request opcode asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +70,9 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload:
     let psn = repr.bth.psn;
     let d = psn - qp.resp.psn;
     if d > 0 {
-        sh.counters.inc(Counter::OutOfSeqRequest);
+        // Counted once per NAK, as rxe does.
         if !qp.resp.nak_sent {
+            sh.counters.inc(Counter::OutOfSeqRequest);
             qp.resp.nak_sent = true;
             let expected = qp.resp.psn;
             qp.resp.queue_nak(expected, AethSyndrome::Nak(NakCode::PsnSequenceError));
@@ -78,7 +82,7 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload:
     let k = kind(repr.bth.opcode);
     if d < 0 {
         sh.counters.inc(Counter::DuplicateRequest);
-        duplicate(qp, sh, k, psn);
+        duplicate(qp, sh, k, repr);
         return;
     }
     qp.resp.nak_sent = false;
@@ -103,14 +107,23 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload:
 }
 
 /// A request already executed: ACK again, or replay the READ / atomic result.
-fn duplicate(qp: &mut Qp, sh: &mut Shared, k: Kind, psn: Psn) {
+fn duplicate(qp: &mut Qp, sh: &mut Shared, k: Kind, repr: &RoceRepr) {
+    let psn = repr.bth.psn;
     match k {
         Kind::Send(_) | Kind::Write(_) => {
             let last = qp.resp.psn - 1;
             qp.resp.queue_ack(sh, last);
         }
         Kind::Read => {
-            if let Some(res @ Resource { kind: ResourceKind::Read { .. }, .. }) = qp.resp.find_resource(psn) {
+            if let Some(res @ Resource { kind: ResourceKind::Read { reth }, .. }) = qp.resp.find_resource(psn) {
+                // As rxe: the retried request must ask for the same bytes
+                // under the same key, or a part of them; else it is dropped.
+                let Some(again) = repr.reth else { return };
+                let end = |r: RethRepr| r.va.checked_add(u64::from(r.dma_len));
+                let inside = again.va >= reth.va && end(again).is_some() && end(again) <= end(reth);
+                if again.rkey != reth.rkey || !inside {
+                    return;
+                }
                 // A newer request for the same data replaces one not yet sent.
                 qp.resp
                     .responses
@@ -151,7 +164,9 @@ fn send(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &
     let psn = repr.bth.psn;
     let mtu = qp.mtu(sh.port_mtu) as usize;
     let full = matches!(pos, Position::First | Position::Middle);
-    if (full && payload.len() != mtu) || payload.len() > mtu {
+    // A LAST packet carries at least one byte (C9-... as rxe's length check).
+    let empty_last = pos == Position::Last && payload.is_empty();
+    if (full && payload.len() != mtu) || payload.len() > mtu || empty_last {
         fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
         return;
     }
@@ -176,6 +191,15 @@ fn send(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &
     let last = matches!(pos, Position::Last | Position::Only);
     if last {
         let InMessage::Send { wr, offset } = core::mem::take(&mut qp.resp.msg) else { unreachable!() };
+        if let Some(ieth) = repr.ieth {
+            if !invalidate(qp, sh, ieth.rkey) {
+                // rxe's class J: the receive fails, the QP goes to ERR; the
+                // requester learns it from an invalid request NAK.
+                qp.complete_recv_error(sh, &wr, WcStatus::RemInvReqErr);
+                fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+                return;
+            }
+        }
         let mut wc = WorkCompletion::new(wr.wr_id, WcStatus::Success, WcOpcode::Recv, qp.qpn);
         wc.byte_len = offset;
         if let Some(imm) = repr.immdt {
@@ -185,7 +209,6 @@ fn send(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &
         if let Some(ieth) = repr.ieth {
             wc.imm_data = ieth.rkey;
             wc.wc_flags |= WcFlags::WITH_INV;
-            invalidate(qp, sh, ieth.rkey);
         }
         sh.complete(qp.init.recv_cq, wc);
     }
@@ -193,11 +216,16 @@ fn send(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &
 }
 
 /// SEND_WITH_INV: the named region of this QP's PD stops accepting its key.
-fn invalidate(qp: &Qp, sh: &mut Shared, rkey: u32) {
-    if let Some(mr) = sh.mrs.get_mut(rkey) {
-        if mr.pd == qp.init.pd {
+/// False when there is no such region in the PD. (This engine has no memory
+/// windows or fast-registration MRs, so any MR of the PD can be invalidated;
+/// on rxe only those can.)
+fn invalidate(qp: &Qp, sh: &mut Shared, rkey: u32) -> bool {
+    match sh.mrs.get_mut(rkey) {
+        Some(mr) if mr.pd == qp.init.pd => {
             mr.valid = false;
+            true
         }
+        _ => false,
     }
 }
 
@@ -206,6 +234,10 @@ fn write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: 
     let mtu = qp.mtu(sh.port_mtu) as usize;
     if matches!(pos, Position::First | Position::Only) {
         let Some(reth) = repr.reth else { return };
+        if reth.dma_len > MAX_MSG {
+            fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+            return;
+        }
         if check_rkey(qp, sh, reth.rkey, reth.va, reth.dma_len.into(), AccessFlags::REMOTE_WRITE).is_err() {
             fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
             return;
@@ -247,7 +279,7 @@ fn write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: 
 fn read(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr) {
     let psn = repr.bth.psn;
     let Some(reth) = repr.reth else { return };
-    if qp.attr.max_dest_rd_atomic == 0 {
+    if qp.attr.max_dest_rd_atomic == 0 || reth.dma_len > MAX_MSG {
         fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
         return;
     }

@@ -7,13 +7,13 @@ use super::{check_rkey, InMessage};
 use crate::engine::qp::Qp;
 use crate::engine::status::WcStatus;
 use crate::engine::verbs::{AccessFlags, WcFlags, WcOpcode, WorkCompletion};
-use crate::engine::{Counter, Shared};
+use crate::engine::Shared;
 use crate::wire::{Position, RoceRepr};
 
 pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload: &[u8]) {
     let psn = repr.bth.psn;
+    // No counter: rxe counts out-of-sequence requests of RC only.
     if psn != qp.resp.psn {
-        sh.counters.inc(Counter::OutOfSeqRequest);
         drop_message(qp, sh);
     }
     qp.resp.psn = psn.next();
@@ -31,7 +31,8 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload:
     let mtu = qp.mtu(sh.port_mtu) as usize;
     let full =
         matches!(k, Kind::Send(Position::First | Position::Middle) | Kind::Write(Position::First | Position::Middle));
-    if payload.len() > mtu || (full && payload.len() != mtu) {
+    let empty_last = matches!(k, Kind::Send(Position::Last) | Kind::Write(Position::Last)) && payload.is_empty();
+    if payload.len() > mtu || (full && payload.len() != mtu) || empty_last {
         drop_message(qp, sh);
         return;
     }
