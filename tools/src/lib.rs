@@ -2,3 +2,4 @@
 
 pub mod common;
 pub mod dump;
+pub mod perf;

@@ -1,0 +1,217 @@
+//! One end of a test, up to the first message: the TCP exchange in perftest's
+//! order (versions, page and cache-line sizes, MTU), the resources, the
+//! header, and the handshakes that connect the QPs and print their addresses.
+
+use super::agree;
+use super::exchange::{Comm, Dest, Peer};
+use super::params::{Conn, Params, TestName, Verb};
+use super::report::{dest_lines, test_info, Info, Out, WAITING};
+use super::resources::Resources;
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+use uroce_verbs::{Context, Cq, Gid, WcFlags, WcOpcode, WcStatus, WorkCompletion};
+
+/// How this end reaches the other.
+pub enum Connector {
+    Listen(TcpListener),
+    Connect { host: String, port: u16 },
+}
+
+/// An end with its QPs connected.
+pub struct Session {
+    pub p: Params,
+    pub out: Out,
+    pub comm: Comm,
+    pub peer: Peer,
+    pub res: Resources,
+    pub info: Info,
+    pub my: Vec<Dest>,
+    pub rem: Vec<Dest>,
+}
+
+/// How long a wait for the peer may last before the test gives up.
+pub const STALL: Duration = Duration::from_secs(60);
+
+/// A completion to poll into.
+pub fn blank_wc() -> WorkCompletion {
+    WorkCompletion {
+        wr_id: 0,
+        status: WcStatus::Success,
+        opcode: WcOpcode::Send,
+        vendor_err: 0,
+        byte_len: 0,
+        imm_data: 0,
+        qp_num: 0,
+        src_qp: 0,
+        wc_flags: WcFlags::EMPTY,
+        pkey_index: 0,
+    }
+}
+
+/// `set_up_connection`'s GID: `-x`, or the first IPv4 one (`get_best_gid_index`).
+fn choose_gid(ctx: &Context, p: &Params) -> Result<(u8, Gid), String> {
+    let len = ctx.query_port().gid_tbl_len as usize;
+    if let Some(x) = p.gid_index {
+        let gid = ctx.query_gid(x.into()).map_err(|_| {
+            format!(
+                "-x {x}: {} has no GID index {x} (it has {len}: 0 the IPv6 link-local GID, 1 the IPv4 one): give -x 1, or -x 0",
+                ctx.link_info().name
+            )
+        })?;
+        return Ok((x, gid));
+    }
+    let is_v4 = |i: usize| ctx.query_gid(i).ok().and_then(|g| g.ipv4()).is_some();
+    let mut best = 0;
+    for i in 1..len {
+        if (is_v4(i) && !is_v4(best) && !p.ipv6) || (!is_v4(i) && is_v4(best) && p.ipv6) {
+            best = i;
+        }
+    }
+    let gid = ctx.query_gid(best).map_err(|e| e.to_string())?;
+    Ok((best as u8, gid))
+}
+
+/// Opens the exchange and agrees on everything the QPs need.
+pub fn setup(mut p: Params, ctx: &Context, conn: Connector, mut out: Out) -> Result<Session, String> {
+    p.apply_device(&ctx.query_device());
+    for note in &p.notes {
+        out.print(note);
+    }
+    let mut comm = match conn {
+        Connector::Listen(l) => {
+            out.print(WAITING);
+            Comm::accept(l)?
+        }
+        Connector::Connect { host, port } => Comm::connect(&host, port, p.test.name())?,
+    };
+    let peer = comm.exchange_versions()?;
+    let (local_mtu, mtu_note) = p.set_mtu(ctx.query_port().active_mtu);
+    let asked = p.mtu.map(|_| local_mtu.bytes());
+    let asked_there = if peer.uroce {
+        let theirs = comm.exchange_block(&agree::describe(&p, asked), agree::BLOCK_LEN, "the test parameters")?;
+        agree::check(&p, asked, &theirs)?
+    } else {
+        None
+    };
+    (p.cycle_buffer, p.cache_line) = comm.exchange_sys_data(&peer, p.cycle_buffer, p.cache_line)?;
+    if let Some(n) = mtu_note {
+        out.print(&n);
+    }
+    let mtu = comm.exchange_mtu(&peer, local_mtu)?;
+    agree::check_mtu(asked, asked_there, mtu.bytes())?;
+    ud_size(&mut p, u64::from(mtu.bytes()))?;
+    let res = Resources::new(ctx, &p)?;
+    let (gid_index, gid) = choose_gid(ctx, &p)?;
+    let my = res.my_dests(&p, gid);
+    let info = Info { device: ctx.link_info().name.clone(), mtu, gid_index };
+    out.print(&test_info(&p, &info));
+    let rem = vec![Dest::default(); my.len()];
+    Ok(Session { p, out, comm, peer, res, info, my, rem })
+}
+
+/// `check_mtu`: a UD message must fit in one packet.
+fn ud_size(p: &mut Params, mtu: u64) -> Result<(), String> {
+    if p.conn != Conn::Ud || p.size <= mtu {
+        return Ok(());
+    }
+    if p.run_all || !p.req_size {
+        eprintln!(" Max msg size in UD is MTU {mtu}\n Changing to this MTU");
+        p.size = mtu;
+        return Ok(());
+    }
+    Err(format!("Max message size in UD cannot be greater than MTU ({mtu}): give -s {mtu} or less"))
+}
+
+impl Session {
+    /// The handshakes around `ctx_connect`, in the order of each perftest
+    /// program, printing the local and the remote addresses.
+    pub fn connect(&mut self) -> Result<(), String> {
+        let test = self.p.test;
+        let sends = self.p.verb == Verb::Send;
+        if matches!(test, TestName::WriteLat | TestName::ReadLat | TestName::AtomicLat) {
+            self.comm.hand_shake(&self.my[0])?;
+        }
+        for i in 0..self.my.len() {
+            self.rem[i] = self.comm.hand_shake(&self.my[i])?;
+        }
+        let v4 = |g: [u8; 16]| Gid(g).ipv4().is_some();
+        if v4(self.my[0].gid) != v4(self.rem[0].gid) {
+            return Err("Found Incompatibility issue with GID types: one end uses an IPv4 GID, the other an IPv6 one: give both ends --ipv6 (or neither), or matching -x".into());
+        }
+        let (mtu, gid_index) = (self.info.mtu, self.info.gid_index);
+        self.res.connect(&self.p, mtu, gid_index, &self.my, &self.rem)?;
+        if sends {
+            self.comm.hand_shake(&self.my[0])?;
+        }
+        for d in &self.my {
+            self.out.print(&dest_lines(self.p.verb, "local", d));
+        }
+        for i in 0..self.my.len() {
+            self.rem[i] = self.comm.hand_shake(&self.my[i])?;
+            self.out.print(&dest_lines(self.p.verb, "remote", &self.rem[i]));
+        }
+        if !sends {
+            self.comm.hand_shake(&self.my[0])?;
+        }
+        if self.p.use_event {
+            self.res.send_cq.req_notify(false).map_err(|e| e.to_string())?;
+            self.res.recv_cq.req_notify(false).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// `ctx_hand_shake` on the first QP: a barrier between the two ends.
+    pub fn sync(&mut self) -> Result<(), String> {
+        self.comm.hand_shake(&self.my[0]).map(|_| ())
+    }
+
+    /// With -e, waits for a completion event and re-arms its CQ
+    /// (`ctx_notify_events`); without, does nothing.
+    pub fn wait_event(&self) -> Result<(), String> {
+        let Some(ch) = &self.res.channel else { return Ok(()) };
+        let cq = ch.get_cq_event(STALL).map_err(|_| format!("no completion event for {} s", STALL.as_secs()))?;
+        cq.req_notify(false).map_err(|e| e.to_string())
+    }
+
+    /// Polls `cq` until one completion arrives (with -e, after an event).
+    pub fn wait_one(&self, cq: &Cq) -> Result<WorkCompletion, String> {
+        let mut wc = [blank_wc()];
+        let start = Instant::now();
+        loop {
+            self.wait_event()?;
+            if cq.poll(&mut wc) == 1 {
+                return Ok(wc[0]);
+            }
+            stalled(start)?;
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// An error once a wait has lasted [`STALL`].
+pub fn stalled(since: Instant) -> Result<(), String> {
+    if since.elapsed() > STALL {
+        return Err(format!(
+            "nothing from the peer for {} s: it stopped, or packets are lost (UC/UD do not retransmit)",
+            STALL.as_secs()
+        ));
+    }
+    Ok(())
+}
+
+/// perftest's report of a failed send completion (`NOTIFY_COMP_ERROR_SEND`),
+/// as one line.
+pub fn send_error(wc: &WorkCompletion, scnt: u64, ccnt: u64) -> String {
+    format!(
+        "Completion with error at client: Failed status {}: wr_id {} syndrom {:#x} ({}); scnt={scnt}, ccnt={ccnt}",
+        wc.status as u32, wc.wr_id, wc.vendor_err, wc.status
+    )
+}
+
+/// `NOTIFY_COMP_ERROR_RECV`, as one line.
+pub fn recv_error(wc: &WorkCompletion, rcnt: u64) -> String {
+    format!(
+        "Completion with error at server: Failed status {}: wr_id {} syndrom {:#x} ({}); rcnt={rcnt}",
+        wc.status as u32, wc.wr_id, wc.vendor_err, wc.status
+    )
+}
