@@ -4,11 +4,13 @@
 //! byte-exact, every WR completed exactly once, in order, with the right
 //! status, and exact FETCH_ADD counters (N increments from two requesters).
 //! Atomics carry 8 bytes whatever the size column says, so they run once per
-//! impairment and MTU.
+//! impairment and MTU. Within a cell the messages take turns using one SGE,
+//! several SGEs (an empty one among them) and inline data, and every other
+//! receive scatters over several SGEs.
 
 use core::time::Duration;
 use uroce_transport::engine::{Mtu, QpType};
-use uroce_transport::sim::{run_op, LinkConfig, Op};
+use uroce_transport::sim::{run_op, LinkConfig, LinkStats, Op};
 
 const MTUS: [Mtu; 3] = [Mtu::Mtu256, Mtu::Mtu1024, Mtu::Mtu4096];
 const MIB: usize = 1 << 20;
@@ -27,6 +29,7 @@ fn impaired(f: impl FnOnce(&mut LinkConfig)) -> LinkConfig {
 fn run_matrix(name: &str, link: LinkConfig, seed: u64) {
     let mut failures = Vec::new();
     let mut cells = 0;
+    let mut seen = LinkStats::default();
     for qp_type in [QpType::Rc, QpType::Uc, QpType::Ud] {
         for mtu in MTUS {
             for op in Op::ALL.into_iter().filter(|op| op.valid_on(qp_type)) {
@@ -41,14 +44,53 @@ fn run_matrix(name: &str, link: LinkConfig, seed: u64) {
                     };
                     cells += 1;
                     let cell_seed = seed ^ (cells as u64 * 0x9e37_79b9);
-                    if let Err(e) = run_op(cell_seed, link, qp_type, mtu, op, size, messages) {
-                        failures.push(format!("{name} {qp_type:?} MTU {} {op:?} size {size}: {e}", mtu.bytes()));
+                    match run_op(cell_seed, link, qp_type, mtu, op, size, messages) {
+                        Ok(o) => {
+                            seen.sent += o.link.sent;
+                            seen.lost += o.link.lost;
+                            seen.duplicated += o.link.duplicated;
+                            seen.reordered += o.link.reordered;
+                            seen.corrupted += o.link.corrupted;
+                            seen.dropped_corrupt += o.link.dropped_corrupt;
+                        }
+                        Err(e) => {
+                            failures.push(format!("{name} {qp_type:?} MTU {} {op:?} size {size}: {e}", mtu.bytes()))
+                        }
                     }
                 }
             }
         }
     }
     assert!(failures.is_empty(), "{} of {cells} cells failed:\n{}", failures.len(), failures.join("\n"));
+    // The cells ran what they claim: each impairment really happened.
+    let happened = [
+        (link.loss, seen.lost),
+        (link.duplicate, seen.duplicated),
+        (link.reorder, seen.reordered),
+        (link.corrupt, seen.corrupted.min(seen.dropped_corrupt)),
+    ];
+    for (i, (p, n)) in happened.into_iter().enumerate() {
+        assert_eq!(p > 0.0, n > 0, "{name}: impairment {i} configured {p}, seen {n} times");
+    }
+    eprintln!(
+        "{name}: {cells} cells, {} packets sent, {} lost, {} duplicated, {} reordered, {} corrupted",
+        seen.sent, seen.lost, seen.duplicated, seen.reordered, seen.corrupted
+    );
+}
+
+/// Sizes run per MTU, QP type and operation (the cell count is fixed).
+#[test]
+fn the_matrix_has_every_cell() {
+    let mut cells = 0;
+    for qp_type in [QpType::Rc, QpType::Uc, QpType::Ud] {
+        for mtu in MTUS {
+            for op in Op::ALL.into_iter().filter(|op| op.valid_on(qp_type)) {
+                cells += if op.is_atomic() { 1 } else { sizes(mtu).len() };
+            }
+        }
+    }
+    // RC: 6 data ops x 6 sizes + 2 atomics; UC: 4 x 6; UD: 2 x 6; x 3 MTUs.
+    assert_eq!(cells, 3 * ((6 * 6 + 2) + 4 * 6 + 2 * 6));
 }
 
 #[test]

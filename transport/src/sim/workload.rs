@@ -4,8 +4,8 @@
 
 use super::{connect, create_endpoint, Endpoint, LinkConfig, LinkStats, QpOptions, Sim};
 use crate::engine::{
-    AccessFlags, Engine, Mtu, QpType, RecvWr, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOp,
-    GRH_LEN,
+    AccessFlags, Engine, Mtu, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
+    WorkCompletion, WrOp, GRH_LEN,
 };
 use core::time::Duration;
 
@@ -110,17 +110,30 @@ pub fn run_op(
     let needs_recv = matches!(op, Op::Send | Op::SendWithImm | Op::SendWithInv | Op::WriteWithImm);
     if needs_recv {
         for m in 0..messages {
-            let sge = Sge { addr: DST + (m * recv_each) as u64, length: recv_each as u32, lkey: dst_key };
-            let sg_list = if recv_each == 0 || op == Op::WriteWithImm { vec![] } else { vec![sge] };
+            let base = DST + (m * recv_each) as u64;
+            // Every other receive is scattered over several SGEs.
+            let sg_list = if recv_each == 0 || op == Op::WriteWithImm {
+                vec![]
+            } else if m % 2 == 1 {
+                split(base, recv_each as u32, dst_key)
+            } else {
+                vec![Sge { addr: base, length: recv_each as u32, lkey: dst_key }]
+            };
             sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 1000 + m as u64, sg_list }).map_err(|e| e.to_string())?;
         }
     }
     for (m, &inv_key) in inv_keys.iter().enumerate() {
         let off = (m * size) as u64;
-        let local = if op == Op::Read {
-            Sge { addr: DST + off, length: size as u32, lkey: dst_key }
-        } else {
-            Sge { addr: SRC + off, length: size as u32, lkey: src_key }
+        let (base, key) = if op == Op::Read { (DST + off, dst_key) } else { (SRC + off, src_key) };
+        // Message m's local buffer: one SGE, several, or inline data (when
+        // it fits), in turn; a lone message uses several SGEs.
+        let variant = if messages == 1 { 1 } else { m % 3 };
+        let carries_data = op != Op::Read;
+        let inline = variant == 2 && carries_data && size <= o.cap.max_inline_data as usize;
+        let local = match variant {
+            _ if size == 0 => vec![],
+            0 => vec![Sge { addr: base, length: size as u32, lkey: key }],
+            _ => split(base, size as u32, key),
         };
         let remote_addr = if op == Op::Read { SRC + off } else { DST + off };
         let rkey = if op == Op::Read { src_key } else { dst_key };
@@ -133,7 +146,10 @@ pub fn run_op(
             Op::Read => WrOp::RdmaRead { remote_addr, rkey },
             Op::CmpSwap | Op::FetchAdd => unreachable!("atomics run apart"),
         };
-        let mut wr = SendWr::new(m as u64, wr_op, if size == 0 { vec![] } else { vec![local] });
+        let mut wr = SendWr::new(m as u64, wr_op, local);
+        if inline {
+            wr.flags |= SendFlags::INLINE;
+        }
         if qp_type == QpType::Ud {
             wr.ud = Some(UdDest { dgid: sim.gids[1], remote_qpn: b.qpn, remote_qkey: o.qkey });
         }
@@ -180,6 +196,22 @@ pub fn run_op(
         check_uc_write(&cell, &sim)?
     };
     Ok(Outcome { bytes: (delivered * size) as u64, elapsed, link: sim.stats, delivered })
+}
+
+/// `len` bytes at `addr` as a scatter/gather list of up to three pieces of
+/// uneven sizes with an empty SGE among them.
+fn split(addr: u64, len: u32, lkey: u32) -> Vec<Sge> {
+    let a = len / 3 + 1;
+    let a = a.min(len);
+    let b = (len - a) / 2;
+    let c = len - a - b;
+    let mut v = vec![Sge { addr, length: a, lkey }, Sge { addr: 0, length: 0, lkey: 0 }];
+    for (at, l) in [(a, b), (a + b, c)] {
+        if l > 0 {
+            v.push(Sge { addr: addr + u64::from(at), length: l, lkey });
+        }
+    }
+    v
 }
 
 /// Runs until nothing is left to happen (at most 50 ms of virtual time).
