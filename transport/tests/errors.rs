@@ -558,3 +558,68 @@ fn an_empty_last_packet_is_an_invalid_request() {
     assert_eq!(out[0].aeth.unwrap().syndrome.to_byte(), 0x61, "NAK invalid request");
     assert_eq!(out[0].bth.psn, rq_psn);
 }
+
+fn flush_pair(qp_access: AccessFlags) -> Pair {
+    let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    o.access = qp_access;
+    pair_with(o)
+}
+
+#[test]
+fn flush_needs_the_placement_access_of_the_qp_and_of_the_region() {
+    let flush =
+        |rkey, placement, whole_region| WrOp::Flush { remote_addr: 0x8000, rkey, len: 16, placement, whole_region };
+    // The QP does not allow persistent flushes: an invalid request.
+    let mut p = flush_pair(AccessFlags::REMOTE_WRITE | AccessFlags::FLUSH_GLOBAL);
+    let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 64], ALL | AccessFlags::FLUSH_PERSISTENT);
+    p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, flush(key, 2, false), vec![])).unwrap();
+    assert_eq!(run_for_sends(&mut p, 1)[0].status, WcStatus::RemInvReqErr);
+    // The region does not: a remote access error, for a range or the whole.
+    for whole in [false, true] {
+        let all_flush = AccessFlags::FLUSH_GLOBAL | AccessFlags::FLUSH_PERSISTENT;
+        let mut p = flush_pair(AccessFlags::REMOTE_WRITE | all_flush);
+        let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 64], ALL | AccessFlags::FLUSH_GLOBAL);
+        p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, flush(key, 3, whole), vec![])).unwrap();
+        assert_eq!(run_for_sends(&mut p, 1)[0].status, WcStatus::RemAccessErr, "whole region {whole}");
+        // Global visibility alone is allowed; out of bounds is not, unless whole.
+        let mut p = flush_pair(AccessFlags::REMOTE_WRITE | all_flush);
+        let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 8], ALL | AccessFlags::FLUSH_GLOBAL);
+        p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, flush(key, 1, whole), vec![])).unwrap();
+        let want = if whole { WcStatus::Success } else { WcStatus::RemAccessErr };
+        assert_eq!(run_for_sends(&mut p, 1)[0].status, want, "16 bytes of an 8-byte region, whole {whole}");
+    }
+}
+
+#[test]
+fn atomic_write_needs_remote_write_and_alignment() {
+    let mut p = pair();
+    let ro = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![5; 64], AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ);
+    let aw = |addr, rkey| WrOp::AtomicWrite { remote_addr: addr, rkey, data: [9; 8] };
+    p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, aw(0x8000, ro), vec![])).unwrap();
+    assert_eq!(run_for_sends(&mut p, 1)[0].status, WcStatus::RemAccessErr);
+    assert_eq!(contents(&p.sim.engines[1], ro), vec![5; 64]);
+    let mut p = pair();
+    let rw = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![5; 64], ALL);
+    p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, aw(0x8004, rw), vec![])).unwrap();
+    assert_eq!(run_for_sends(&mut p, 1)[0].status, WcStatus::RemInvReqErr);
+    assert_eq!(contents(&p.sim.engines[1], rw), vec![5; 64]);
+}
+
+#[test]
+fn operations_a_qp_type_does_not_have_are_refused_at_post() {
+    for (t, op) in [
+        (QpType::Uc, WrOp::RdmaRead { remote_addr: 0, rkey: 1 }),
+        (QpType::Uc, WrOp::AtomicFetchAdd { remote_addr: 0, rkey: 1, add: 1 }),
+        (QpType::Uc, WrOp::SendWithInv { invalidate_rkey: 1 }),
+        (QpType::Uc, WrOp::Flush { remote_addr: 0, rkey: 1, len: 0, placement: 1, whole_region: true }),
+        (QpType::Ud, WrOp::RdmaWrite { remote_addr: 0, rkey: 1 }),
+        (QpType::Ud, WrOp::AtomicWrite { remote_addr: 0, rkey: 1, data: [0; 8] }),
+    ] {
+        let mut p = pair_with(QpOptions::new(t, Mtu::Mtu1024));
+        let err = p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, op, vec![])).unwrap_err();
+        assert!(matches!(err, uroce_transport::engine::Error::InvalidOperation { .. }), "{t:?} {op:?}: {err}");
+    }
+    let mut p = pair_with(QpOptions::new(QpType::Uc, Mtu::Mtu1024));
+    let err = p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, WrOp::RdmaRead { remote_addr: 0, rkey: 1 }, vec![]));
+    assert_eq!(err.unwrap_err().to_string(), "RDMA_READ is not an operation of a Uc QP");
+}

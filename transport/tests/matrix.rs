@@ -3,10 +3,12 @@
 //! 1 MiB} x MTU {256, 1024, 4096}, for RC, UC and UD. Each cell checks data
 //! byte-exact, every WR completed exactly once, in order, with the right
 //! status, and exact FETCH_ADD counters (N increments from two requesters).
-//! Atomics carry 8 bytes whatever the size column says, so they run once per
-//! impairment and MTU. Within a cell the messages take turns using one SGE,
-//! several SGEs (an empty one among them) and inline data, and every other
-//! receive scatters over several SGEs.
+//!
+//! FLUSH runs as a WRITE of the size followed by a FLUSH of its range (or of
+//! the whole region). Atomics and ATOMIC_WRITE carry 8 bytes whatever the
+//! size column says, so they run once per impairment and MTU. Within a cell
+//! the messages take turns using one SGE, several SGEs (an empty one among
+//! them) and inline data, and every other receive scatters over several SGEs.
 
 use core::time::Duration;
 use uroce_transport::engine::{Mtu, QpType};
@@ -33,9 +35,9 @@ fn run_matrix(name: &str, link: LinkConfig, seed: u64) {
     for qp_type in [QpType::Rc, QpType::Uc, QpType::Ud] {
         for mtu in MTUS {
             for op in Op::ALL.into_iter().filter(|op| op.valid_on(qp_type)) {
-                let sizes: &[usize] = if op.is_atomic() { &[8] } else { &sizes(mtu) };
+                let sizes: &[usize] = if op.fixed_size() { &[8] } else { &sizes(mtu) };
                 for &size in sizes {
-                    let messages = if op.is_atomic() {
+                    let messages = if op.fixed_size() {
                         40
                     } else if size >= MIB {
                         1
@@ -85,12 +87,13 @@ fn the_matrix_has_every_cell() {
     for qp_type in [QpType::Rc, QpType::Uc, QpType::Ud] {
         for mtu in MTUS {
             for op in Op::ALL.into_iter().filter(|op| op.valid_on(qp_type)) {
-                cells += if op.is_atomic() { 1 } else { sizes(mtu).len() };
+                cells += if op.fixed_size() { 1 } else { sizes(mtu).len() };
             }
         }
     }
-    // RC: 6 data ops x 6 sizes + 2 atomics; UC: 4 x 6; UD: 2 x 6; x 3 MTUs.
-    assert_eq!(cells, 3 * ((6 * 6 + 2) + 4 * 6 + 2 * 6));
+    // RC: 7 sized ops (SEND x3, WRITE x2, READ, WRITE+FLUSH) x 6 sizes + 3 on
+    // 8 bytes (CMP_SWAP, FETCH_ADD, ATOMIC_WRITE); UC: 4 x 6; UD: 2 x 6; x 3 MTUs.
+    assert_eq!(cells, 3 * ((7 * 6 + 3) + 4 * 6 + 2 * 6));
 }
 
 #[test]

@@ -349,3 +349,54 @@ fn a_qp_moved_to_error_stops_answering() {
     sim.engines[1].modify_qp(b.qpn, &err, QpAttrMask::STATE).unwrap();
     assert!(sim.engines[1].poll_transmit(now, &mut buf).is_none(), "no more READ responses from ERR");
 }
+
+#[test]
+fn atomic_write_and_flush_on_the_wire_and_their_replay() {
+    let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    o.max_rd_atomic = 1;
+    let mut sim = Sim::new(11, LinkConfig::clean());
+    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
+    let b = create_endpoint(&mut sim.engines[1], &o, None, None);
+    connect(&mut sim, &a, &b, &o);
+    let access = ALL | AccessFlags::FLUSH_GLOBAL | AccessFlags::FLUSH_PERSISTENT;
+    let dst = sim.engines[1].reg_mr(b.pd, 0x8000, Box::new(vec![0u8; 64]), access).unwrap().rkey;
+    let aw = |id, data: [u8; 8]| SendWr::new(id, WrOp::AtomicWrite { remote_addr: 0x8008, rkey: dst, data }, vec![]);
+    sim.engines[0].post_send(a.qpn, aw(1, *b"ABCDEFGH")).unwrap();
+    sim.engines[0].post_send(a.qpn, aw(2, *b"abcdefgh")).unwrap();
+    let flush = WrOp::Flush { remote_addr: 0x8000, rkey: dst, len: 64, placement: 1, whole_region: false };
+    sim.engines[0].post_send(a.qpn, SendWr::new(3, flush, vec![])).unwrap();
+    // max_rd_atomic 1: ATOMIC_WRITE and FLUSH count like READs and atomics.
+    let first = drain(&mut sim.engines[0]);
+    assert_eq!(first.len(), 1);
+    let r = parse(&first[0].1);
+    assert_eq!((r.bth.opcode, r.bth.ack_req, r.reth.unwrap().dma_len), (Opcode::RcAtomicWrite, true, 8));
+    assert_eq!(RocePacket::new_checked(&first[0].1[..]).unwrap().payload(), b"ABCDEFGH");
+    sim.inject(1, &first[0].1);
+    let ans = drain(&mut sim.engines[1]);
+    let r = parse(&ans[0].1);
+    assert_eq!((r.bth.opcode, r.aeth.unwrap().syndrome.to_byte()), (Opcode::RcReadResponseOnly, 0x1f));
+    assert!(RocePacket::new_checked(&ans[0].1[..]).unwrap().payload().is_empty());
+    sim.inject(0, &ans[0].1);
+    let second = drain(&mut sim.engines[0]);
+    sim.inject(1, &second[0].1);
+    let ans = drain(&mut sim.engines[1]);
+    sim.inject(0, &ans[0].1);
+    let third = drain(&mut sim.engines[0]);
+    let f = parse(&third[0].1);
+    assert_eq!(f.bth.opcode, Opcode::RcFlush);
+    assert_eq!((f.feth.unwrap().selectivity, f.feth.unwrap().placement), (0, 1));
+    assert_eq!((f.reth.unwrap().va, f.reth.unwrap().dma_len), (0x8000, 64));
+    sim.inject(1, &third[0].1);
+    let ans = drain(&mut sim.engines[1]);
+    sim.inject(0, &ans[0].1);
+    let wcs: Vec<_> = std::iter::from_fn(|| sim.engines[0].poll_cq(a.send_cq)).collect();
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.opcode, w.byte_len)).collect();
+    use uroce_transport::engine::WcOpcode;
+    assert_eq!(got, [(1, WcOpcode::AtomicWrite, 8), (2, WcOpcode::AtomicWrite, 8), (3, WcOpcode::Flush, 0)]);
+    // A duplicate of the first ATOMIC_WRITE is answered, not executed again.
+    sim.inject(1, &first[0].1);
+    assert_eq!(parse(&drain(&mut sim.engines[1])[0].1).bth.opcode, Opcode::RcReadResponseOnly);
+    let mut word = [0u8; 8];
+    sim.engines[1].mr(dst).unwrap().read(8, &mut word);
+    assert_eq!(&word, b"abcdefgh");
+}

@@ -51,7 +51,7 @@ pub(crate) fn on_response(qp: &mut Qp, sh: &mut Shared, now: Instant, repr: &Roc
             _ => {}
         },
         Opcode::RcAtomicAck => on_atomic_ack(qp, sh, psn, repr),
-        op if op.is_response() => on_read_response(qp, sh, psn, payload),
+        op if op.is_response() => on_read_response(qp, sh, op, psn, payload),
         _ => {}
     }
     progress(qp, now, before);
@@ -101,9 +101,16 @@ fn on_atomic_ack(qp: &mut Qp, sh: &mut Shared, psn: Psn, repr: &RoceRepr) {
     }
 }
 
-/// A READ response packet: data for the oldest WR at the expected PSN.
-fn on_read_response(qp: &mut Qp, sh: &mut Shared, psn: Psn, payload: &[u8]) {
+/// A READ response packet: data for the oldest WR at the expected PSN; or,
+/// empty and alone, the answer to an ATOMIC_WRITE or FLUSH (IBTA 1.5, rxe).
+fn on_read_response(qp: &mut Qp, sh: &mut Shared, op: Opcode, psn: Psn, payload: &[u8]) {
     let Some(w) = qp.req.wqes.front() else { return };
+    if w.started && (w.wr.op.is_atomic_write() || w.wr.op.is_flush()) {
+        if op == Opcode::RcReadResponseOnly && psn == w.first_psn && payload.is_empty() {
+            qp.complete_front(sh, WcStatus::Success);
+        }
+        return;
+    }
     if !w.started || !w.wr.op.is_read() || psn != qp.req.comp_psn {
         if w.wr.op.is_read() && psn - qp.req.comp_psn > 0 {
             // A response went missing: ask again from the first missing one.

@@ -55,12 +55,14 @@ pub(crate) fn data_opcode(t: QpType, op: WrOp, pos: Position) -> Opcode {
     }
 }
 
-/// The opcode of a READ request or an atomic.
+/// The opcode of a one-packet request: READ, the atomics, ATOMIC_WRITE, FLUSH.
 pub(crate) fn single_opcode(op: WrOp) -> Option<Opcode> {
     match op {
         WrOp::RdmaRead { .. } => Some(Opcode::RcReadRequest),
         WrOp::AtomicCmpSwp { .. } => Some(Opcode::RcCompareSwap),
         WrOp::AtomicFetchAdd { .. } => Some(Opcode::RcFetchAdd),
+        WrOp::AtomicWrite { .. } => Some(Opcode::RcAtomicWrite),
+        WrOp::Flush { .. } => Some(Opcode::RcFlush),
         _ => None,
     }
 }

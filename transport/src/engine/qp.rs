@@ -66,14 +66,16 @@ pub(crate) struct SendWqe {
 impl SendWqe {
     /// Packets (for READ: response packets) the message takes at `mtu`.
     pub fn npkts(&self, mtu: u32) -> u32 {
-        if self.wr.op.is_atomic() {
+        if self.wr.op.is_rd_atomic() && !self.wr.op.is_read() {
             1
         } else {
             self.len.div_ceil(mtu).max(1)
         }
     }
+    /// READ, atomics, ATOMIC_WRITE, FLUSH: answered by a response of their
+    /// own, never by a coalesced ACK.
     pub fn is_read_or_atomic(&self) -> bool {
-        self.wr.op.is_read() || self.wr.op.is_atomic()
+        self.wr.op.is_rd_atomic()
     }
 }
 
@@ -168,6 +170,9 @@ impl Qp {
             let mut wc = WorkCompletion::new(wqe.wr.wr_id, status, wqe.wr.op.wc_opcode(), self.qpn);
             if status == WcStatus::Success {
                 wc.byte_len = if wqe.wr.op.is_atomic() { 8 } else { wqe.len };
+                if wqe.wr.op.is_flush() {
+                    wc.byte_len = 0;
+                }
             }
             sh.complete(self.init.send_cq, wc);
         }

@@ -12,7 +12,7 @@ use super::time::{ack_timeout, Instant};
 use super::timer::Timer;
 use super::verbs::{SendFlags, SendWr, WrOp};
 use super::{Error, Shared, Transmit};
-use crate::wire::{AtomicEthRepr, BthRepr, DethRepr, IethRepr, ImmDtRepr, Position, RethRepr, RoceRepr};
+use crate::wire::{AtomicEthRepr, BthRepr, DethRepr, FethRepr, IethRepr, ImmDtRepr, Position, RethRepr, RoceRepr};
 use crate::Psn;
 
 /// At most this many PSNs in flight (rxe's RXE_MAX_UNACKED_PSNS).
@@ -45,7 +45,7 @@ pub(crate) fn post(qp: &mut Qp, sh: &mut Shared, wr: SendWr) -> Result<(), Error
         return Err(Error::QueueFull { qpn, verb: "post_send" });
     }
     let mut wqe = new_wqe(wr);
-    if wqe.wr.flags.contains(SendFlags::INLINE) && !wqe.wr.op.is_read() && !wqe.wr.op.is_atomic() {
+    if wqe.wr.flags.contains(SendFlags::INLINE) && wqe.wr.op.carries_local_data() {
         if wqe.len > cap.max_inline_data {
             return Err(Error::InlineTooLong { given: wqe.len as usize, max: cap.max_inline_data });
         }
@@ -71,11 +71,18 @@ fn op_name(op: WrOp) -> &'static str {
         WrOp::RdmaRead { .. } => "RDMA_READ",
         WrOp::AtomicCmpSwp { .. } => "ATOMIC_CMP_AND_SWP",
         WrOp::AtomicFetchAdd { .. } => "ATOMIC_FETCH_AND_ADD",
+        WrOp::AtomicWrite { .. } => "ATOMIC_WRITE",
+        WrOp::Flush { .. } => "FLUSH",
     }
 }
 
 fn new_wqe(wr: SendWr) -> SendWqe {
-    let total = sge_total(&wr.sg_list);
+    // ATOMIC_WRITE carries its 8 bytes in the WR, FLUSH no data at all.
+    let total = match wr.op {
+        WrOp::AtomicWrite { .. } => Some(8),
+        WrOp::Flush { .. } => Some(0),
+        _ => sge_total(&wr.sg_list),
+    };
     let local_error = if total.is_none() { Some(WcStatus::LocLenErr) } else { None };
     SendWqe {
         len: total.unwrap_or(0),
@@ -108,7 +115,7 @@ fn check_local(sh: &Shared, qp: &Qp, wqe: &SendWqe) -> Option<WcStatus> {
     if op.is_atomic() && wqe.len != 8 {
         return Some(WcStatus::LocLenErr);
     }
-    if wqe.inline.is_some() {
+    if wqe.inline.is_some() || op.is_atomic_write() || op.is_flush() {
         return None;
     }
     let writes = op.is_read() || op.is_atomic();
@@ -232,10 +239,12 @@ fn bth(qp: &Qp, op: crate::wire::Opcode, psn: Psn, ack_req: bool) -> BthRepr {
     b
 }
 
-/// A READ request or an atomic: the READ asks for the bytes from `offset`
-/// on (a retry after some responses arrived asks for the rest only).
+/// A READ request, an atomic, an ATOMIC_WRITE or a FLUSH: the READ asks for
+/// the bytes from `offset` on (a retry after some responses arrived asks
+/// for the rest only).
 fn emit_single(qp: &Qp, wqe: &SendWqe, op: crate::wire::Opcode, psn: Psn, offset: u32, buf: &mut [u8]) -> usize {
     let mut repr = RoceRepr::new(bth(qp, op, psn, true));
+    let mut payload = None;
     match wqe.wr.op {
         WrOp::RdmaRead { remote_addr, rkey } => {
             repr.reth = Some(RethRepr { va: remote_addr + u64::from(offset), rkey, dma_len: wqe.len - offset });
@@ -246,9 +255,21 @@ fn emit_single(qp: &Qp, wqe: &SendWqe, op: crate::wire::Opcode, psn: Psn, offset
         WrOp::AtomicFetchAdd { remote_addr, rkey, add } => {
             repr.atomic_eth = Some(AtomicEthRepr { va: remote_addr, rkey, swap_add: add, compare: 0 });
         }
-        _ => unreachable!("single_opcode only names READ and atomics"),
+        WrOp::AtomicWrite { remote_addr, rkey, data } => {
+            repr.reth = Some(RethRepr { va: remote_addr, rkey, dma_len: 8 });
+            payload = Some(data);
+        }
+        WrOp::Flush { remote_addr, rkey, len, placement, whole_region } => {
+            repr.feth = Some(FethRepr { selectivity: whole_region.into(), placement, reserved: 0 });
+            repr.reth = Some(RethRepr { va: remote_addr, rkey, dma_len: len });
+        }
+        _ => unreachable!("single_opcode names READ, atomics, ATOMIC_WRITE and FLUSH"),
     }
-    headers(buf, &repr, 0).0
+    let (len, data) = headers(buf, &repr, payload.map_or(0, |p| p.len()));
+    if let Some(p) = payload {
+        buf[data].copy_from_slice(&p);
+    }
+    len
 }
 
 /// A SEND or WRITE packet at `pos`, with the data from `offset`.

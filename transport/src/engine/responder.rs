@@ -1,5 +1,6 @@
 //! The responder: executes requests (SEND into receive WRs, WRITE, READ,
-//! atomics), checks PSN order, keys and lengths, and queues responses:
+//! atomics, ATOMIC_WRITE, FLUSH), checks PSN order, keys and lengths, and
+//! queues responses:
 //! coalesced ACKs with the MSN, NAKs, RNR NAKs, READ responses and atomic
 //! ACKs. READ and atomic results stay in `max_dest_rd_atomic` resources so
 //! that a duplicate request is answered again, and an atomic never runs twice.
@@ -40,8 +41,14 @@ pub(crate) struct Resource {
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum ResourceKind {
-    Read { reth: RethRepr },
-    Atomic { orig: u64 },
+    Read {
+        reth: RethRepr,
+    },
+    Atomic {
+        orig: u64,
+    },
+    /// An ATOMIC_WRITE or FLUSH: done; a duplicate is only answered again.
+    Placed,
 }
 
 /// A response waiting for `poll_transmit`.
@@ -56,6 +63,12 @@ pub(crate) enum Response {
         psn: Psn,
         msn: u32,
         orig: u64,
+    },
+    /// The answer to an ATOMIC_WRITE or FLUSH: a READ RESPONSE ONLY
+    /// without data (IBTA 1.5; what rxe sends).
+    Placed {
+        psn: Psn,
+        msn: u32,
     },
     /// READ responses for `res`, from `next` to `res.last_psn`; positions
     /// count from `start`, the PSN of the request being answered.
@@ -170,6 +183,11 @@ pub(crate) fn poll_response(qp: &mut Qp, sh: &mut Shared, buf: &mut [u8]) -> Opt
             qp.resp.responses.pop_front();
             let aeth = AethRepr { syndrome: AethSyndrome::Ack { credits: 0x1f }, msn };
             emit_ack(qp, buf, Opcode::RcAtomicAck, psn, aeth, Some(AtomicAckEthRepr { orig_data: orig }))
+        }
+        Response::Placed { psn, msn } => {
+            qp.resp.responses.pop_front();
+            let aeth = AethRepr { syndrome: AethSyndrome::Ack { credits: 0x1f }, msn };
+            emit_ack(qp, buf, Opcode::RcReadResponseOnly, psn, aeth, None)
         }
         Response::Read { res, start, next } => emit_read_response(qp, sh, buf, res, start, next),
     };

@@ -168,13 +168,54 @@ pub struct UdDest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WrOp {
     Send,
-    SendWithImm { imm: u32 },
-    SendWithInv { invalidate_rkey: u32 },
-    RdmaWrite { remote_addr: u64, rkey: u32 },
-    RdmaWriteWithImm { remote_addr: u64, rkey: u32, imm: u32 },
-    RdmaRead { remote_addr: u64, rkey: u32 },
-    AtomicCmpSwp { remote_addr: u64, rkey: u32, compare: u64, swap: u64 },
-    AtomicFetchAdd { remote_addr: u64, rkey: u32, add: u64 },
+    SendWithImm {
+        imm: u32,
+    },
+    SendWithInv {
+        invalidate_rkey: u32,
+    },
+    RdmaWrite {
+        remote_addr: u64,
+        rkey: u32,
+    },
+    RdmaWriteWithImm {
+        remote_addr: u64,
+        rkey: u32,
+        imm: u32,
+    },
+    RdmaRead {
+        remote_addr: u64,
+        rkey: u32,
+    },
+    AtomicCmpSwp {
+        remote_addr: u64,
+        rkey: u32,
+        compare: u64,
+        swap: u64,
+    },
+    AtomicFetchAdd {
+        remote_addr: u64,
+        rkey: u32,
+        add: u64,
+    },
+    /// `IBV_WR_ATOMIC_WRITE` (IBTA 1.5): the 8 bytes of `data` land at once at
+    /// the 8-byte aligned `remote_addr`, as `ibv_wr_atomic_write` gives them.
+    AtomicWrite {
+        remote_addr: u64,
+        rkey: u32,
+        data: [u8; 8],
+    },
+    /// `IBV_WR_FLUSH` (IBTA 1.5): what was written before is made globally
+    /// visible (`placement` bit 0, `IBV_FLUSH_GLOBAL`) and/or persistent
+    /// (bit 1, `IBV_FLUSH_PERSISTENT`), for `len` bytes at `remote_addr`, or
+    /// for the whole region when `whole_region` (`IBV_FLUSH_MR`).
+    Flush {
+        remote_addr: u64,
+        rkey: u32,
+        len: u32,
+        placement: u8,
+        whole_region: bool,
+    },
 }
 
 impl WrOp {
@@ -186,6 +227,8 @@ impl WrOp {
             WrOp::RdmaRead { .. } => WcOpcode::RdmaRead,
             WrOp::AtomicCmpSwp { .. } => WcOpcode::CompSwap,
             WrOp::AtomicFetchAdd { .. } => WcOpcode::FetchAdd,
+            WrOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
+            WrOp::Flush { .. } => WcOpcode::Flush,
         }
     }
     pub fn is_send(self) -> bool {
@@ -197,8 +240,24 @@ impl WrOp {
     pub fn is_read(self) -> bool {
         matches!(self, WrOp::RdmaRead { .. })
     }
+    /// CMP_SWAP and FETCH_ADD (not ATOMIC_WRITE, which returns nothing).
     pub fn is_atomic(self) -> bool {
         matches!(self, WrOp::AtomicCmpSwp { .. } | WrOp::AtomicFetchAdd { .. })
+    }
+    pub fn is_atomic_write(self) -> bool {
+        matches!(self, WrOp::AtomicWrite { .. })
+    }
+    pub fn is_flush(self) -> bool {
+        matches!(self, WrOp::Flush { .. })
+    }
+    /// The operations that take a responder resource and count against
+    /// `max_rd_atomic`: READ, the atomics, ATOMIC_WRITE and FLUSH.
+    pub fn is_rd_atomic(self) -> bool {
+        self.is_read() || self.is_atomic() || self.is_atomic_write() || self.is_flush()
+    }
+    /// Whether the message carries data from local buffers (SEND, WRITE).
+    pub fn carries_local_data(self) -> bool {
+        self.is_send() || self.is_write()
     }
     pub fn imm(self) -> Option<u32> {
         match self {
@@ -213,7 +272,9 @@ impl WrOp {
             | WrOp::RdmaWriteWithImm { remote_addr, rkey, .. }
             | WrOp::RdmaRead { remote_addr, rkey }
             | WrOp::AtomicCmpSwp { remote_addr, rkey, .. }
-            | WrOp::AtomicFetchAdd { remote_addr, rkey, .. } => Some((remote_addr, rkey)),
+            | WrOp::AtomicFetchAdd { remote_addr, rkey, .. }
+            | WrOp::AtomicWrite { remote_addr, rkey, .. }
+            | WrOp::Flush { remote_addr, rkey, .. } => Some((remote_addr, rkey)),
             _ => None,
         }
     }

@@ -38,7 +38,11 @@ impl QpOptions {
             min_rnr_timer: 1,
             max_rd_atomic: 16,
             max_dest_rd_atomic: 16,
-            access: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC,
+            access: AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC
+                | AccessFlags::FLUSH_GLOBAL
+                | AccessFlags::FLUSH_PERSISTENT,
             cq_size: 4096,
             cap: QpCap { max_send_wr: 1024, max_recv_wr: 1024, ..QpCap::default() },
             sq_sig_all: false,

@@ -20,13 +20,30 @@ pub enum Op {
     Read,
     CmpSwap,
     FetchAdd,
+    AtomicWrite,
+    /// A WRITE of the size, then a FLUSH of what it wrote (or of the region).
+    Flush,
 }
 
 impl Op {
-    pub const ALL: [Op; 8] =
-        [Op::Send, Op::SendWithImm, Op::SendWithInv, Op::Write, Op::WriteWithImm, Op::Read, Op::CmpSwap, Op::FetchAdd];
+    pub const ALL: [Op; 10] = [
+        Op::Send,
+        Op::SendWithImm,
+        Op::SendWithInv,
+        Op::Write,
+        Op::WriteWithImm,
+        Op::Read,
+        Op::CmpSwap,
+        Op::FetchAdd,
+        Op::AtomicWrite,
+        Op::Flush,
+    ];
     pub fn is_atomic(self) -> bool {
         matches!(self, Op::CmpSwap | Op::FetchAdd)
+    }
+    /// Operations on 8 bytes whatever the size: the atomics and ATOMIC_WRITE.
+    pub fn fixed_size(self) -> bool {
+        matches!(self, Op::CmpSwap | Op::FetchAdd | Op::AtomicWrite)
     }
     /// Whether the operation exists on `t`.
     pub fn valid_on(self, t: QpType) -> bool {
@@ -51,6 +68,8 @@ pub struct Outcome {
 }
 
 const SRC: u64 = 0x1000_0000;
+/// The wr_id of the FLUSH after WRITE `m` is `FLUSH_ID + m`.
+const FLUSH_ID: u64 = 1 << 32;
 const DST: u64 = 0x2000_0000;
 const MAX_STEPS: u64 = 20_000_000;
 const MAX_TIME: Duration = Duration::from_secs(3_000);
@@ -61,8 +80,12 @@ fn pattern(msg: usize, len: usize) -> Vec<u8> {
 }
 
 fn mr(e: &mut Engine, ep: &Endpoint, addr: u64, bytes: Vec<u8>) -> u32 {
-    let access =
-        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+    let access = AccessFlags::LOCAL_WRITE
+        | AccessFlags::REMOTE_WRITE
+        | AccessFlags::REMOTE_READ
+        | AccessFlags::REMOTE_ATOMIC
+        | AccessFlags::FLUSH_GLOBAL
+        | AccessFlags::FLUSH_PERSISTENT;
     e.reg_mr(ep.pd, addr, Box::new(bytes), access).expect("PD exists").lkey
 }
 
@@ -93,6 +116,9 @@ pub fn run_op(
     o.sq_sig_all = true;
     if op.is_atomic() {
         return run_atomics(&mut sim, &o, op, messages);
+    }
+    if op == Op::AtomicWrite {
+        return run_atomic_writes(&mut sim, &o, messages);
     }
     let a = create_endpoint(&mut sim.engines[0], &o, None, None);
     let b = create_endpoint(&mut sim.engines[1], &o, None, None);
@@ -144,7 +170,8 @@ pub fn run_op(
             Op::Write => WrOp::RdmaWrite { remote_addr, rkey },
             Op::WriteWithImm => WrOp::RdmaWriteWithImm { remote_addr, rkey, imm: 0xabc0_0000 + m as u32 },
             Op::Read => WrOp::RdmaRead { remote_addr, rkey },
-            Op::CmpSwap | Op::FetchAdd => unreachable!("atomics run apart"),
+            Op::Flush => WrOp::RdmaWrite { remote_addr, rkey },
+            Op::CmpSwap | Op::FetchAdd | Op::AtomicWrite => unreachable!("atomics run apart"),
         };
         let mut wr = SendWr::new(m as u64, wr_op, local);
         if inline {
@@ -154,7 +181,16 @@ pub fn run_op(
             wr.ud = Some(UdDest { dgid: sim.gids[1], remote_qpn: b.qpn, remote_qkey: o.qkey });
         }
         sim.engines[0].post_send(a.qpn, wr).map_err(|e| e.to_string())?;
+        if op == Op::Flush {
+            // Persist what the WRITE placed: its range, or the whole region.
+            let whole_region = m % 2 == 1;
+            let flush = WrOp::Flush { remote_addr, rkey, len: size as u32, placement: 3, whole_region };
+            sim.engines[0]
+                .post_send(a.qpn, SendWr::new(FLUSH_ID + m as u64, flush, vec![]))
+                .map_err(|e| e.to_string())?;
+        }
     }
+    let wrs = if op == Op::Flush { 2 * messages } else { messages };
     let lossy = qp_type != QpType::Rc;
     let start = sim.now;
     let mut sent: Vec<WorkCompletion> = Vec::new();
@@ -162,10 +198,10 @@ pub fn run_op(
     let done = sim.run_until(MAX_STEPS, MAX_TIME, |s| {
         drain(&mut s.engines[0], a.send_cq, &mut sent);
         drain(&mut s.engines[1], b.recv_cq, &mut recvd);
-        sent.len() >= messages && (lossy || !needs_recv || recvd.len() >= messages)
+        sent.len() >= wrs && (lossy || !needs_recv || recvd.len() >= messages)
     });
     if !done {
-        return Err(format!("not done: {} of {messages} send completions, {} receives", sent.len(), recvd.len()));
+        return Err(format!("not done: {} of {wrs} send completions, {} receives", sent.len(), recvd.len()));
     }
     let elapsed = sim.now - start;
     // Let stragglers arrive: a late receive, or a WR completing twice, shows.
@@ -225,20 +261,26 @@ fn drain(e: &mut Engine, cq: crate::engine::CqHandle, out: &mut Vec<WorkCompleti
     }
 }
 
+/// Every WR completed once, in order, successfully, with its opcode and
+/// length (a FLUSH cell interleaves WRITE m and FLUSH m).
 fn check_send_completions(sent: &[WorkCompletion], messages: usize, op: Op, size: usize) -> Result<(), String> {
-    if sent.len() != messages {
-        return Err(format!("{} send completions for {messages} WRs", sent.len()));
+    let per = if op == Op::Flush { 2 } else { 1 };
+    if sent.len() != per * messages {
+        return Err(format!("{} send completions for {} WRs", sent.len(), per * messages));
     }
     for (i, wc) in sent.iter().enumerate() {
-        if wc.wr_id != i as u64 || wc.status != WcStatus::Success {
+        let (m, flush) = (i / per, per == 2 && i % 2 == 1);
+        let want_id = if flush { FLUSH_ID + m as u64 } else { m as u64 };
+        if wc.wr_id != want_id || wc.status != WcStatus::Success {
             return Err(format!("send completion {i}: {wc:?}"));
         }
-        let opcode = match op {
-            Op::Write | Op::WriteWithImm => WcOpcode::RdmaWrite,
-            Op::Read => WcOpcode::RdmaRead,
-            _ => WcOpcode::Send,
+        let (opcode, len) = match op {
+            _ if flush => (WcOpcode::Flush, 0),
+            Op::Write | Op::WriteWithImm | Op::Flush => (WcOpcode::RdmaWrite, size),
+            Op::Read => (WcOpcode::RdmaRead, size),
+            _ => (WcOpcode::Send, size),
         };
-        if wc.opcode != opcode || wc.byte_len != size as u32 {
+        if wc.opcode != opcode || wc.byte_len != len as u32 {
             return Err(format!("send completion {i}: opcode/length {wc:?}"));
         }
     }
@@ -406,6 +448,55 @@ fn run_atomics(sim: &mut Sim, o: &QpOptions, op: Op, messages: usize) -> Result<
     fetched.sort_unstable();
     if fetched != (0..messages as u64).collect::<Vec<_>>() {
         return Err(format!("fetched values {fetched:?}"));
+    }
+    Ok(Outcome { bytes: 8 * messages as u64, elapsed, link: sim.stats, delivered: messages })
+}
+
+/// `messages` ATOMIC_WRITEs on one QP: the even ones all to one word, each
+/// odd one to a word of its own. The shared word must end with the last
+/// even value (a duplicate executed again after a later write would leave
+/// an older one), every own word with its value.
+fn run_atomic_writes(sim: &mut Sim, o: &QpOptions, messages: usize) -> Result<Outcome, String> {
+    let a = create_endpoint(&mut sim.engines[0], o, None, None);
+    let b = create_endpoint(&mut sim.engines[1], o, None, None);
+    connect(sim, &a, &b, o);
+    let words = mr(&mut sim.engines[1], &b, DST, vec![0u8; 8 * (messages + 1)]);
+    let value = |m: usize| (0x0102_0304_0506_0700u64 + m as u64).to_be_bytes();
+    let addr = |m: usize| match m % 2 {
+        0 => DST,
+        _ => DST + 8 * (m as u64 + 1),
+    };
+    for m in 0..messages {
+        let op = WrOp::AtomicWrite { remote_addr: addr(m), rkey: words, data: value(m) };
+        sim.engines[0].post_send(a.qpn, SendWr::new(m as u64, op, vec![])).map_err(|e| e.to_string())?;
+    }
+    let mut sent = Vec::new();
+    let start = sim.now;
+    let done = sim.run_until(MAX_STEPS, MAX_TIME, |s| {
+        drain(&mut s.engines[0], a.send_cq, &mut sent);
+        sent.len() >= messages
+    });
+    if !done {
+        return Err(format!("atomic writes not done: {} of {messages}", sent.len()));
+    }
+    let elapsed = sim.now - start;
+    settle(sim);
+    drain(&mut sim.engines[0], a.send_cq, &mut sent);
+    if sent.len() != messages {
+        return Err(format!("{} completions for {messages} ATOMIC_WRITEs", sent.len()));
+    }
+    for (m, wc) in sent.iter().enumerate() {
+        let ok = wc.wr_id == m as u64 && wc.status == WcStatus::Success && wc.opcode == WcOpcode::AtomicWrite;
+        if !ok || wc.byte_len != 8 {
+            return Err(format!("ATOMIC_WRITE completion {m}: {wc:?}"));
+        }
+    }
+    let last_even = (messages - 1) / 2 * 2;
+    for m in (0..messages).filter(|&m| m % 2 != 0 || m == last_even) {
+        let got = read_mr(&sim.engines[1], words, (addr(m) - DST) as usize, 8);
+        if got != value(m) {
+            return Err(format!("word of ATOMIC_WRITE {m} holds {got:?}"));
+        }
     }
     Ok(Outcome { bytes: 8 * messages as u64, elapsed, link: sim.stats, delivered: messages })
 }

@@ -19,7 +19,9 @@ pub(super) enum Kind {
     Write(Position),
     Read,
     Atomic,
-    /// FLUSH, ATOMIC_WRITE and anything else this responder does not offer.
+    AtomicWrite,
+    Flush,
+    /// Anything else: RD opcodes, reserved ones, responses.
     Unsupported,
 }
 
@@ -36,6 +38,8 @@ pub(super) fn kind(op: Opcode) -> Kind {
         }
         RcReadRequest => Kind::Read,
         RcCompareSwap | RcFetchAdd => Kind::Atomic,
+        RcAtomicWrite => Kind::AtomicWrite,
+        RcFlush => Kind::Flush,
         _ => Kind::Unsupported,
     }
 }
@@ -47,7 +51,7 @@ pub(super) fn in_sequence(msg: &InMessage, k: Kind) -> bool {
         (InMessage::Send { .. }, Kind::Send(p)) => continues(p),
         (InMessage::Write { .. }, Kind::Write(p)) => continues(p),
         (InMessage::Idle, Kind::Send(p) | Kind::Write(p)) => !continues(p),
-        (InMessage::Idle, Kind::Read | Kind::Atomic) => true,
+        (InMessage::Idle, Kind::Read | Kind::Atomic | Kind::AtomicWrite | Kind::Flush) => true,
         _ => false,
     }
 }
@@ -87,9 +91,10 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload:
     }
     qp.resp.nak_sent = false;
     let allowed = match k {
-        Kind::Write(_) => AccessFlags::REMOTE_WRITE,
+        Kind::Write(_) | Kind::AtomicWrite => AccessFlags::REMOTE_WRITE,
         Kind::Read => AccessFlags::REMOTE_READ,
         Kind::Atomic => AccessFlags::REMOTE_ATOMIC,
+        Kind::Flush => flush_access(repr),
         _ => AccessFlags::EMPTY,
     };
     // rxe answers an operation the QP does not enable as an invalid request.
@@ -102,8 +107,24 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload:
         Kind::Write(pos) => write(qp, sh, repr, pos, payload),
         Kind::Read => read(qp, sh, repr),
         Kind::Atomic => atomic(qp, sh, repr),
+        Kind::AtomicWrite => atomic_write(qp, sh, repr, payload),
+        Kind::Flush => flush(qp, sh, repr),
         Kind::Unsupported => {}
     }
+}
+
+/// The access a FLUSH needs, of the QP and of the region: one flag per
+/// placement type it asks for (rxe's check).
+fn flush_access(repr: &RoceRepr) -> AccessFlags {
+    let placement = repr.feth.map_or(0, |f| f.placement);
+    let mut need = AccessFlags::EMPTY;
+    if placement & 1 != 0 {
+        need |= AccessFlags::FLUSH_GLOBAL;
+    }
+    if placement & 2 != 0 {
+        need |= AccessFlags::FLUSH_PERSISTENT;
+    }
+    need
 }
 
 /// A request already executed: ACK again, or replay the READ / atomic result.
@@ -137,6 +158,14 @@ fn duplicate(qp: &mut Qp, sh: &mut Shared, k: Kind, repr: &RoceRepr) {
             {
                 if first_psn == psn {
                     qp.resp.responses.push_back(Response::Atomic { psn, msn, orig });
+                }
+            }
+        }
+        Kind::AtomicWrite | Kind::Flush => {
+            // Answered again, never executed again (oA19-14, oA19-15).
+            if let Some(Resource { kind: ResourceKind::Placed, msn, first_psn, .. }) = qp.resp.find_resource(psn) {
+                if first_psn == psn {
+                    qp.resp.responses.push_back(Response::Placed { psn, msn });
                 }
             }
         }
@@ -319,5 +348,58 @@ fn atomic(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr) {
     let res = Resource { first_psn: psn, last_psn: psn, msn, kind: ResourceKind::Atomic { orig } };
     qp.resp.add_resource(res, qp.attr.max_dest_rd_atomic);
     qp.resp.responses.push_back(Response::Atomic { psn, msn, orig });
+    qp.resp.psn = psn.next();
+}
+
+/// ATOMIC_WRITE: 8 bytes, 8-byte aligned, written at once under an rkey with
+/// remote write. Answered by an empty READ RESPONSE ONLY.
+fn atomic_write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload: &[u8]) {
+    let psn = repr.bth.psn;
+    let Some(reth) = repr.reth else { return };
+    if qp.attr.max_dest_rd_atomic == 0 || reth.dma_len != 8 || payload.len() != 8 || reth.va % 8 != 0 {
+        fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+        return;
+    }
+    if check_rkey(qp, sh, reth.rkey, reth.va, 8, AccessFlags::REMOTE_WRITE).is_err() {
+        fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
+        return;
+    }
+    sh.mrs.write_remote(reth.rkey, reth.va, payload);
+    placed(qp, psn);
+}
+
+/// FLUSH: the range (or the whole region) must be reachable under the rkey
+/// with the flush access for each placement type asked. The engine's stores
+/// are already visible to whoever reads the region, so nothing else is done;
+/// persistence is the storage's business. Answered by an empty READ
+/// RESPONSE ONLY.
+fn flush(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr) {
+    let psn = repr.bth.psn;
+    let (Some(feth), Some(reth)) = (repr.feth, repr.reth) else { return };
+    // Reserved selectivity levels and placement types are invalid requests.
+    if qp.attr.max_dest_rd_atomic == 0 || feth.selectivity > 1 || feth.placement & !3 != 0 {
+        fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+        return;
+    }
+    let need = flush_access(repr);
+    let ok = if feth.selectivity == 1 {
+        // The whole region: only the key and its rights matter.
+        sh.mrs.get(reth.rkey).is_some_and(|mr| mr.valid && mr.pd == qp.init.pd && mr.access.contains(need))
+    } else {
+        sh.mrs.check_remote(reth.rkey, qp.init.pd, reth.va, reth.dma_len.into(), need).is_ok()
+    };
+    if !ok {
+        fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
+        return;
+    }
+    placed(qp, psn);
+}
+
+/// Records an executed ATOMIC_WRITE or FLUSH and queues its answer.
+fn placed(qp: &mut Qp, psn: Psn) {
+    let msn = qp.resp.next_msn();
+    let res = Resource { first_psn: psn, last_psn: psn, msn, kind: ResourceKind::Placed };
+    qp.resp.add_resource(res, qp.attr.max_dest_rd_atomic);
+    qp.resp.responses.push_back(Response::Placed { psn, msn });
     qp.resp.psn = psn.next();
 }
