@@ -195,7 +195,15 @@ impl Shared {
     }
 
     fn round(&self, wait: Duration) -> usize {
-        self.round_with(&mut TxBatch::new(), wait)
+        // Manual progress runs this in the application's loops: reuse the
+        // buffers instead of allocating and zeroing a batch every call.
+        thread_local! {
+            static BATCH: std::cell::RefCell<TxBatch> = std::cell::RefCell::new(TxBatch::new());
+        }
+        BATCH.with(|b| match b.try_borrow_mut() {
+            Ok(mut batch) => self.round_with(&mut batch, wait),
+            Err(_) => self.round_with(&mut TxBatch::new(), wait),
+        })
     }
 
     fn round_with(&self, batch: &mut TxBatch, wait: Duration) -> usize {
