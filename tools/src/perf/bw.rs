@@ -140,7 +140,7 @@ fn run_iter_bw(s: &mut Session, size: u64) -> Result<BwSamples, String> {
             }
             if n == 0 {
                 stalled(progress)?;
-                std::thread::yield_now();
+                s.idle();
             } else {
                 progress = Instant::now();
             }
@@ -186,7 +186,7 @@ fn run_iter_bw_server(s: &mut Session, size: u64) -> Result<BwSamples, String> {
         let n = s.res.recv_cq.poll(&mut wcs);
         if n == 0 {
             stalled(progress)?;
-            std::thread::yield_now();
+            s.idle();
             continue;
         }
         progress = Instant::now();

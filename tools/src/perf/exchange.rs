@@ -112,11 +112,15 @@ pub struct BwReport {
     pub msg_rate: f64,
 }
 
+/// What a read runs while it waits for the peer's bytes.
+pub type Idle = Box<dyn FnMut() + Send>;
+
 /// The TCP connection of the exchange.
 pub struct Comm {
     stream: TcpStream,
     client: bool,
     peer: String,
+    idle: Option<Idle>,
 }
 
 /// Binds the server's TCP port (`ethernet_server_connect`, before `accept`).
@@ -158,17 +162,50 @@ impl Comm {
 
     fn new(stream: TcpStream, client: bool, peer: String) -> Result<Comm, String> {
         stream.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
-        Ok(Comm { stream, client, peer })
+        Ok(Comm { stream, client, peer, idle: None })
     }
 
     fn write(&mut self, buf: &[u8], what: &str) -> Result<(), String> {
         self.stream.write_all(buf).map_err(|e| self.failed("sending", what, e))
     }
 
+    /// From now on, waits for the peer run `idle` (which moves this end's
+    /// packets when nothing else does).
+    pub fn set_idle(&mut self, idle: Idle) {
+        self.idle = Some(idle);
+    }
+
     fn read(&mut self, n: usize, what: &str) -> Result<Vec<u8>, String> {
         let mut buf = vec![0u8; n];
-        self.stream.read_exact(&mut buf).map_err(|e| self.failed("reading", what, e))?;
+        let read = match self.idle.take() {
+            None => self.stream.read_exact(&mut buf),
+            Some(mut idle) => {
+                let r = self.read_idling(&mut buf, &mut idle);
+                self.idle = Some(idle);
+                r
+            }
+        };
+        read.map_err(|e| self.failed("reading", what, e))?;
         Ok(buf)
+    }
+
+    fn read_idling(&mut self, buf: &mut [u8], idle: &mut Idle) -> std::io::Result<()> {
+        self.stream.set_nonblocking(true)?;
+        let mut filled = 0;
+        let r = loop {
+            if filled == buf.len() {
+                break Ok(());
+            }
+            match self.stream.read(&mut buf[filled..]) {
+                Ok(0) => break Err(ErrorKind::UnexpectedEof.into()),
+                Ok(k) => filled += k,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => idle(),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        self.stream.set_nonblocking(false)?;
+        r
     }
 
     fn failed(&self, doing: &str, what: &str, e: std::io::Error) -> String {

@@ -149,7 +149,7 @@ fn run_iter_lat_write(s: &mut Session, size: u64) -> Result<LatSamples, String> 
             let since = Instant::now();
             while s.res.read_byte(poll_off) != rcnt as u8 && !lat.ended() {
                 stalled(since)?;
-                std::thread::yield_now();
+                s.idle();
             }
         }
         if scnt < iters || dur {
@@ -235,7 +235,7 @@ fn receive(s: &mut Session, lat: &mut Lat, size: u64, rcnt: &mut u64, rx_depth: 
             break;
         }
         stalled(since)?;
-        std::thread::yield_now();
+        s.idle();
     }
     if let Some(ph) = &mut lat.phases {
         ph.begin(&lat.clock);

@@ -62,7 +62,7 @@ fn run_args(args: &PerfArgs) -> Result<(), String> {
         return run_loopback(args);
     }
     let p = Params::resolve(args.test, args.host.clone(), &args.flags)?;
-    let ctx = args.common.open(Progress::BusyPoll, None)?;
+    let ctx = args.common.open(progress(&args.flags), None)?;
     let conn = match &p.servername {
         None => Connector::Listen(exchange::listen(p.port())?),
         Some(host) => Connector::Connect { host: host.clone(), port: p.port() },
@@ -70,6 +70,17 @@ fn run_args(args: &PerfArgs) -> Result<(), String> {
     let result = run_end(p, &ctx, conn, Out::stdout());
     args.common.print_stats("", &ctx);
     result
+}
+
+/// Each end moves its own packets from the thread that runs the test, as
+/// perftest's thread polls a NIC; with -e it sleeps on events, so a
+/// busy-polling thread moves them.
+fn progress(f: &PerftestFlags) -> Progress {
+    if f.events {
+        Progress::BusyPoll
+    } else {
+        Progress::Manual
+    }
 }
 
 /// One end, from the exchange to the last line.
@@ -91,8 +102,8 @@ fn run_loopback(args: &PerfArgs) -> Result<(), String> {
         return Err(format!("--loopback runs both ends here: give no host (not {host})"));
     }
     let server_p = Params::resolve(args.test, None, &args.flags)?;
-    let client_ctx = args.common.open(Progress::BusyPoll, Some("client"))?;
-    let server_ctx = server_common(&args.common)?.open(Progress::BusyPoll, Some("server"))?;
+    let client_ctx = args.common.open(progress(&args.flags), Some("client"))?;
+    let server_ctx = server_common(&args.common)?.open(progress(&args.flags), Some("server"))?;
     let listener = std::net::TcpListener::bind(("127.0.0.1", args.flags.port.unwrap_or(0)))
         .map_err(|e| format!("cannot listen on a loopback TCP port: {e}"))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();

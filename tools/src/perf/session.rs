@@ -9,7 +9,7 @@ use super::report::{dest_lines, test_info, Info, Out, WAITING};
 use super::resources::Resources;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
-use uroce_verbs::{Context, Cq, Gid, WcFlags, WcOpcode, WcStatus, WorkCompletion};
+use uroce_verbs::{Context, Cq, Gid, Progress, WcFlags, WcOpcode, WcStatus, WorkCompletion};
 
 /// How this end reaches the other.
 pub enum Connector {
@@ -101,6 +101,10 @@ pub fn setup(mut p: Params, ctx: &Context, conn: Connector, mut out: Out) -> Res
     agree::check_mtu(asked, asked_there, mtu.bytes())?;
     ud_size(&mut p, u64::from(mtu.bytes()))?;
     let res = Resources::new(ctx, &p)?;
+    if ctx.progress_mode() == Progress::Manual {
+        let c = ctx.clone();
+        comm.set_idle(Box::new(move || idle(&c)));
+    }
     let (gid_index, gid) = choose_gid(ctx, &p)?;
     let my = res.my_dests(&p, gid);
     let info = Info { device: ctx.link_info().name.clone(), mtu, gid_index };
@@ -160,6 +164,10 @@ impl Session {
         Ok(())
     }
 
+    pub fn idle(&self) {
+        idle(&self.res.ctx);
+    }
+
     /// `ctx_hand_shake` on the first QP: a barrier between the two ends.
     pub fn sync(&mut self) -> Result<(), String> {
         self.comm.hand_shake(&self.my[0]).map(|_| ())
@@ -183,8 +191,17 @@ impl Session {
                 return Ok(wc[0]);
             }
             stalled(start)?;
-            std::thread::yield_now();
+            self.idle();
         }
+    }
+}
+
+/// What this end does while it waits: with manual progress (the default,
+/// one thread per end, as an RNIC needs none), move packets; else let the
+/// progress thread run.
+pub fn idle(ctx: &Context) {
+    if ctx.progress_mode() != Progress::Manual || ctx.progress() == 0 {
+        std::thread::yield_now();
     }
 }
 
