@@ -6,9 +6,8 @@ use super::clock::{Clock, Phases, State};
 use super::exchange::BwReport;
 use super::params::{Conn, Verb, RESULT_LINE};
 use super::report::{bw_header, bw_line, json_bw, write_json};
-use super::session::{blank_wc, recv_error, send_error, stalled, Session};
+use super::session::{blank_wc, recv_error, send_error, Session, Watch};
 use super::stats::{bw_report, BwSamples};
-use std::time::Instant;
 use uroce_verbs::WcStatus;
 
 /// `CTX_POLL_BATCH`.
@@ -99,7 +98,7 @@ fn run_iter_bw(s: &mut Session, size: u64) -> Result<BwSamples, String> {
         tp[0] = clock.now();
     }
     let mut wcs = [blank_wc(); POLL_BATCH];
-    let mut progress = Instant::now();
+    let mut watch = Watch::new();
     loop {
         let state = phases.as_mut().map(|ph| ph.tick(&clock));
         if !(totscnt < tot || totccnt < tot || (dur && state != Some(State::End))) {
@@ -139,10 +138,9 @@ fn run_iter_bw(s: &mut Session, size: u64) -> Result<BwSamples, String> {
                 }
             }
             if n == 0 {
-                stalled(progress)?;
-                s.idle();
+                s.wait(&mut watch)?;
             } else {
-                progress = Instant::now();
+                watch.progressed();
             }
         }
     }
@@ -176,7 +174,7 @@ fn run_iter_bw_server(s: &mut Session, size: u64) -> Result<BwSamples, String> {
     let (mut rcnt_qp, mut posted) = (vec![0u64; nq], vec![u64::from(p.rx_depth); nq]);
     let (mut rcnt, mut counted, mut first) = (0u64, 0u64, None);
     let mut wcs = [blank_wc(); POLL_BATCH];
-    let mut progress = Instant::now();
+    let mut watch = Watch::new();
     loop {
         let state = phases.as_mut().map(|ph| ph.tick(&clock));
         if !(rcnt < tot || (dur && state != Some(State::End))) {
@@ -185,11 +183,10 @@ fn run_iter_bw_server(s: &mut Session, size: u64) -> Result<BwSamples, String> {
         s.wait_event()?;
         let n = s.res.recv_cq.poll(&mut wcs);
         if n == 0 {
-            stalled(progress)?;
-            s.idle();
+            s.wait(&mut watch)?;
             continue;
         }
-        progress = Instant::now();
+        watch.progressed();
         if first.is_none() {
             first = Some(clock.now());
             if let Some(ph) = &mut phases {

@@ -169,6 +169,21 @@ impl Comm {
         self.stream.write_all(buf).map_err(|e| self.failed("sending", what, e))
     }
 
+    /// Whether the peer has closed the connection (it ended, on an error:
+    /// perftest's ends never close it during a test).
+    pub fn peer_closed(&self) -> bool {
+        if self.stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let closed = match self.stream.peek(&mut [0u8]) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted),
+        };
+        let _ = self.stream.set_nonblocking(false);
+        closed
+    }
+
     /// From now on, waits for the peer run `idle` (which moves this end's
     /// packets when nothing else does).
     pub fn set_idle(&mut self, idle: Idle) {

@@ -7,9 +7,8 @@ use super::bw::sizes;
 use super::clock::{Clock, Phases, State};
 use super::params::{TestName, RESULT_LINE};
 use super::report::{json_lat, json_lat_duration, lat_duration_line, lat_header, lat_lines, write_json};
-use super::session::{blank_wc, recv_error, send_error, stalled, Session};
+use super::session::{blank_wc, recv_error, send_error, Session, Watch};
 use super::stats::{lat_duration_report, lat_report, LatSamples};
-use std::time::Instant;
 use uroce_verbs::{WcStatus, WorkCompletion};
 
 pub fn run(s: &mut Session) -> Result<(), String> {
@@ -146,10 +145,9 @@ fn run_iter_lat_write(s: &mut Session, size: u64) -> Result<LatSamples, String> 
         }
         if (rcnt < iters || dur) && !(scnt < 1 && server) {
             rcnt += 1;
-            let since = Instant::now();
+            let mut watch = Watch::new();
             while s.res.read_byte(poll_off) != rcnt as u8 && !lat.ended() {
-                stalled(since)?;
-                s.idle();
+                s.wait(&mut watch)?;
             }
         }
         if scnt < iters || dur {
@@ -225,7 +223,7 @@ fn run_iter_lat_send(s: &mut Session, size: u64) -> Result<LatSamples, String> {
 /// false when the duration ended while waiting.
 fn receive(s: &mut Session, lat: &mut Lat, size: u64, rcnt: &mut u64, rx_depth: u64) -> Result<bool, String> {
     let mut wc = [blank_wc()];
-    let since = Instant::now();
+    let mut watch = Watch::new();
     loop {
         if lat.ended() {
             return Ok(false);
@@ -234,8 +232,7 @@ fn receive(s: &mut Session, lat: &mut Lat, size: u64, rcnt: &mut u64, rx_depth: 
         if s.res.recv_cq.poll(&mut wc) == 1 {
             break;
         }
-        stalled(since)?;
-        s.idle();
+        s.wait(&mut watch)?;
     }
     if let Some(ph) = &mut lat.phases {
         ph.begin(&lat.clock);

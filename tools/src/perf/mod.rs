@@ -113,8 +113,16 @@ fn run_loopback(args: &PerfArgs) -> Result<(), String> {
     };
     let client_p = Params::resolve(args.test, Some("127.0.0.1".into()), &args.flags)?;
     let client = run_end(client_p, &client_ctx, Connector::Connect { host: "127.0.0.1".into(), port }, Out::stdout());
-    // A client that failed leaves the server waiting; it ends with the process.
-    client?;
+    if let Err(e) = client {
+        // A server that failed first is the cause; one still waiting ends with the process.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        if server.is_finished() {
+            if let Ok(Err(why)) = server.join() {
+                eprintln!("uroce perf: server: {why}");
+            }
+        }
+        return Err(e);
+    }
     let served = server.join().map_err(|_| "the server thread panicked".to_string())?;
     args.common.print_stats(" (client)", &client_ctx);
     args.common.print_stats(" (server)", &server_ctx);

@@ -34,19 +34,27 @@ pub const PERF_GID_FMT: &str = " %s: %02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02
 pub const WAITING: &str =
     "\n************************************\n* Waiting for client to connect... *\n************************************\n";
 
-/// Where one end's output goes: stdout, or nowhere (the server of --loopback).
-pub struct Out(Box<dyn Write + Send>);
+/// Where one end's output goes: stdout and stderr, or nowhere (the server
+/// of --loopback).
+pub struct Out {
+    out: Box<dyn Write + Send>,
+    err: Box<dyn Write + Send>,
+}
 
 impl Out {
     pub fn stdout() -> Out {
-        Out(Box::new(std::io::stdout()))
+        Out { out: Box::new(std::io::stdout()), err: Box::new(std::io::stderr()) }
     }
     pub fn sink() -> Out {
-        Out(Box::new(std::io::sink()))
+        Out { out: Box::new(std::io::sink()), err: Box::new(std::io::sink()) }
     }
     pub fn print(&mut self, s: &str) {
-        let _ = self.0.write_all(s.as_bytes());
-        let _ = self.0.flush();
+        let _ = self.out.write_all(s.as_bytes());
+        let _ = self.out.flush();
+    }
+    /// What perftest prints to stderr without failing.
+    pub fn warn(&mut self, s: &str) {
+        let _ = self.err.write_all(s.as_bytes());
     }
 }
 

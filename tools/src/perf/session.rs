@@ -74,6 +74,7 @@ fn choose_gid(ctx: &Context, p: &Params) -> Result<(u8, Gid), String> {
 /// Opens the exchange and agrees on everything the QPs need.
 pub fn setup(mut p: Params, ctx: &Context, conn: Connector, mut out: Out) -> Result<Session, String> {
     p.apply_device(&ctx.query_device());
+    let (gid_index, gid) = choose_gid(ctx, &p)?;
     for note in &p.notes {
         out.print(note);
     }
@@ -99,13 +100,12 @@ pub fn setup(mut p: Params, ctx: &Context, conn: Connector, mut out: Out) -> Res
     }
     let mtu = comm.exchange_mtu(&peer, local_mtu)?;
     agree::check_mtu(asked, asked_there, mtu.bytes())?;
-    ud_size(&mut p, u64::from(mtu.bytes()))?;
+    ud_size(&mut p, u64::from(mtu.bytes()), &mut out)?;
     let res = Resources::new(ctx, &p)?;
     if ctx.progress_mode() == Progress::Manual {
         let c = ctx.clone();
         comm.set_idle(Box::new(move || idle(&c)));
     }
-    let (gid_index, gid) = choose_gid(ctx, &p)?;
     let my = res.my_dests(&p, gid);
     let info = Info { device: ctx.link_info().name.clone(), mtu, gid_index };
     out.print(&test_info(&p, &info));
@@ -114,12 +114,12 @@ pub fn setup(mut p: Params, ctx: &Context, conn: Connector, mut out: Out) -> Res
 }
 
 /// `check_mtu`: a UD message must fit in one packet.
-fn ud_size(p: &mut Params, mtu: u64) -> Result<(), String> {
+fn ud_size(p: &mut Params, mtu: u64, out: &mut Out) -> Result<(), String> {
     if p.conn != Conn::Ud || p.size <= mtu {
         return Ok(());
     }
     if p.run_all || !p.req_size {
-        eprintln!(" Max msg size in UD is MTU {mtu}\n Changing to this MTU");
+        out.warn(&format!(" Max msg size in UD is MTU {mtu}\n Changing to this MTU\n"));
         p.size = mtu;
         return Ok(());
     }
@@ -168,6 +168,13 @@ impl Session {
         idle(&self.res.ctx);
     }
 
+    /// Idles once in a wait for the peer, failing as [`Watch`] says.
+    pub fn wait(&self, watch: &mut Watch) -> Result<(), String> {
+        watch.check(&self.comm)?;
+        self.idle();
+        Ok(())
+    }
+
     /// `ctx_hand_shake` on the first QP: a barrier between the two ends.
     pub fn sync(&mut self) -> Result<(), String> {
         self.comm.hand_shake(&self.my[0]).map(|_| ())
@@ -184,14 +191,13 @@ impl Session {
     /// Polls `cq` until one completion arrives (with -e, after an event).
     pub fn wait_one(&self, cq: &Cq) -> Result<WorkCompletion, String> {
         let mut wc = [blank_wc()];
-        let start = Instant::now();
+        let mut watch = Watch::new();
         loop {
             self.wait_event()?;
             if cq.poll(&mut wc) == 1 {
                 return Ok(wc[0]);
             }
-            stalled(start)?;
-            self.idle();
+            self.wait(&mut watch)?;
         }
     }
 }
@@ -205,15 +211,48 @@ pub fn idle(ctx: &Context) {
     }
 }
 
-/// An error once a wait has lasted [`STALL`].
-pub fn stalled(since: Instant) -> Result<(), String> {
-    if since.elapsed() > STALL {
-        return Err(format!(
-            "nothing from the peer for {} s: it stopped, or packets are lost (UC/UD do not retransmit)",
-            STALL.as_secs()
-        ));
+/// How often a waiting end looks at the TCP connection.
+const PEER_CHECK: Duration = Duration::from_millis(100);
+
+/// Watches a wait for the peer: an error once nothing has happened for
+/// [`STALL`], or as soon as the peer closed the TCP connection (it failed).
+pub struct Watch {
+    since: Instant,
+    checked: Instant,
+}
+
+impl Watch {
+    pub fn new() -> Watch {
+        Watch { since: Instant::now(), checked: Instant::now() }
     }
-    Ok(())
+    /// Something happened: the stall clock starts again.
+    pub fn progressed(&mut self) {
+        self.since = Instant::now();
+    }
+    fn check(&mut self, comm: &Comm) -> Result<(), String> {
+        let now = Instant::now();
+        if now - self.checked >= PEER_CHECK {
+            self.checked = now;
+            if comm.peer_closed() {
+                return Err(
+                    "the peer closed the TCP connection during the test: it failed (its output says why)".into()
+                );
+            }
+        }
+        if now - self.since > STALL {
+            return Err(format!(
+                "nothing from the peer for {} s: it stopped, or packets are lost (UC/UD do not retransmit)",
+                STALL.as_secs()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for Watch {
+    fn default() -> Watch {
+        Watch::new()
+    }
 }
 
 /// perftest's report of a failed send completion (`NOTIFY_COMP_ERROR_SEND`),
