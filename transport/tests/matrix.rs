@@ -28,6 +28,11 @@ fn impaired(f: impl FnOnce(&mut LinkConfig)) -> LinkConfig {
     l
 }
 
+/// `MATRIX_SEED=n` runs the matrix on other seeds (CI runs the default, 0).
+fn seed_offset() -> u64 {
+    std::env::var("MATRIX_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0) * 1000
+}
+
 fn run_matrix(name: &str, link: LinkConfig, seed: u64) {
     let mut failures = Vec::new();
     let mut cells = 0;
@@ -45,7 +50,7 @@ fn run_matrix(name: &str, link: LinkConfig, seed: u64) {
                         3
                     };
                     cells += 1;
-                    let cell_seed = seed ^ (cells as u64 * 0x9e37_79b9);
+                    let cell_seed = (seed + seed_offset()) ^ (cells as u64 * 0x9e37_79b9);
                     match run_op(cell_seed, link, qp_type, mtu, op, size, messages) {
                         Ok(o) => {
                             seen.sent += o.link.sent;

@@ -587,3 +587,73 @@ fn qp_numbers_psns_and_keys_come_from_the_seed() {
     assert!(run(9) == run(9), "same seed, same packets, same times");
     assert!(run(9) != run(10));
 }
+
+#[test]
+fn attributes_modified_in_rts_take_effect() {
+    // Access flags: the responder stops allowing remote writes.
+    let mut p = pair(QpType::Rc);
+    let a = QpAttr { qp_state: QpState::Rts, qp_access_flags: AccessFlags::REMOTE_READ, ..QpAttr::default() };
+    p.sim.engines[1].modify_qp(p.b.qpn, &a, QpAttrMask::STATE | QpAttrMask::ACCESS_FLAGS).unwrap();
+    assert_eq!(p.sim.engines[1].query_qp(p.b.qpn).unwrap().qp_access_flags, AccessFlags::REMOTE_READ);
+    p.sim.engines[0].post_send(p.a.qpn, write_wr(&p, 1, 0, 8)).unwrap();
+    quiesce(&mut p);
+    assert_eq!(ids(&poll_all(&mut p.sim.engines[0], p.a.send_cq)), [(1, WcStatus::RemInvReqErr)]);
+
+    // min_rnr_timer: the RNR NAK carries the new code.
+    let mut p = pair(QpType::Rc);
+    let a = QpAttr { qp_state: QpState::Rts, min_rnr_timer: 18, ..QpAttr::default() };
+    p.sim.engines[1].modify_qp(p.b.qpn, &a, QpAttrMask::STATE | QpAttrMask::MIN_RNR_TIMER).unwrap();
+    p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, WrOp::Send, vec![])).unwrap();
+    let req = drain(&mut p.sim.engines[0]);
+    p.sim.inject(1, &req[0]);
+    let nak = parse(&drain(&mut p.sim.engines[1])[0]);
+    assert_eq!(nak.aeth.unwrap().syndrome.to_byte(), 0x20 | 18, "RNR NAK with timer code 18");
+
+    // Q_Key of a UD QP: messages under the old key are dropped afterwards.
+    let mut o = QpOptions::new(QpType::Ud, Mtu::Mtu1024);
+    o.sq_sig_all = true;
+    let mut p = pair_with(o);
+    let a = QpAttr { qp_state: QpState::Rts, qkey: 0x2222, ..QpAttr::default() };
+    p.sim.engines[1].modify_qp(p.b.qpn, &a, QpAttrMask::STATE | QpAttrMask::QKEY).unwrap();
+    let rsge = Sge { addr: 0x8000, length: 4096, lkey: p.dst };
+    for id in 0..2 {
+        p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: id, sg_list: vec![rsge] }).unwrap();
+    }
+    for (id, qkey) in [(1, o.qkey), (2, 0x2222)] {
+        let mut wr = SendWr::new(id, WrOp::Send, vec![Sge { addr: 0x1000, length: 8, lkey: p.src }]);
+        wr.ud = Some(UdDest { dgid: p.sim.gids[1], remote_qpn: p.b.qpn, remote_qkey: qkey });
+        p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
+    }
+    quiesce(&mut p);
+    assert_eq!(poll_all(&mut p.sim.engines[1], p.b.recv_cq).len(), 1, "only the new Q_Key gets in");
+
+    // The path MTU, destination and PSNs set on the way up are what query says.
+    let p = pair_with(QpOptions { start_psn: Some(0x1234), ..QpOptions::new(QpType::Rc, Mtu::Mtu2048) });
+    let q = p.sim.engines[0].query_qp(p.a.qpn).unwrap();
+    assert_eq!((q.path_mtu, q.dest_qp_num, q.sq_psn, q.rq_psn), (Mtu::Mtu2048, p.b.qpn, 0x1234, 0x1234));
+    assert_eq!((q.timeout, q.retry_cnt, q.rnr_retry, q.max_rd_atomic), (10, 7, 7, 16));
+    assert_eq!(q.ah_attr.dgid, Gid::from_ipv4([10, 0, 0, 2]));
+}
+
+#[test]
+fn a_qp_on_an_srq_reports_its_last_wqe_and_leaves_the_srq_alone() {
+    use uroce_transport::engine::{Event, SrqAttr};
+    let o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    let mut sim = Sim::new(4, LinkConfig::clean());
+    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
+    let pd = sim.engines[1].alloc_pd();
+    let srq = sim.engines[1].create_srq(pd, SrqAttr { max_wr: 2, max_sge: 1, srq_limit: 0 }).unwrap();
+    let b = create_endpoint(&mut sim.engines[1], &o, Some(pd), Some(srq));
+    connect(&mut sim, &a, &b, &o);
+    let key = sim.engines[1].reg_mr(pd, 0x8000, Box::new(vec![0u8; 64]), ALL).unwrap().lkey;
+    let wr = |id| RecvWr { wr_id: id, sg_list: vec![Sge { addr: 0x8000, length: 64, lkey: key }] };
+    sim.engines[1].post_srq_recv(srq, wr(1)).unwrap();
+    sim.engines[1].post_srq_recv(srq, wr(2)).unwrap();
+    assert!(matches!(sim.engines[1].post_srq_recv(srq, wr(3)), Err(Error::QueueFull { .. })));
+    assert!(matches!(sim.engines[1].post_recv(b.qpn, wr(4)), Err(Error::InvalidOperation { .. })));
+    let err = QpAttr { qp_state: QpState::Err, ..QpAttr::default() };
+    sim.engines[1].modify_qp(b.qpn, &err, QpAttrMask::STATE).unwrap();
+    assert_eq!(sim.engines[1].poll_event(), Some(Event::QpLastWqeReached { qpn: b.qpn, srq }));
+    assert_eq!(sim.engines[1].srq_len(srq), 2, "the SRQ's receives belong to its other QPs");
+    assert_eq!(sim.engines[1].cq_len(b.recv_cq), 0);
+}

@@ -400,3 +400,36 @@ fn atomic_write_and_flush_on_the_wire_and_their_replay() {
     sim.engines[1].mr(dst).unwrap().read(8, &mut word);
     assert_eq!(&word, b"abcdefgh");
 }
+
+#[test]
+fn segmentation_and_pad_at_every_path_mtu() {
+    for mtu in [Mtu::Mtu256, Mtu::Mtu512, Mtu::Mtu1024, Mtu::Mtu2048, Mtu::Mtu4096] {
+        let m = mtu.bytes() as usize;
+        let (mut sim, a, _b, src, dst) = setup(QpOptions::new(QpType::Rc, mtu));
+        for (id, size) in [0, 1, 2, 3, 4, 5, m - 1, m, m + 1, 2 * m + 3].into_iter().enumerate() {
+            let wr = SendWr::new(
+                id as u64,
+                WrOp::RdmaWrite { remote_addr: 0x8000, rkey: dst },
+                vec![Sge { addr: 0x1000, length: size as u32, lkey: src }],
+            );
+            sim.engines[0].post_send(a.qpn, wr).unwrap();
+            let pkts = drain(&mut sim.engines[0]);
+            assert_eq!(pkts.len(), size.div_ceil(m).max(1), "MTU {m} size {size}");
+            let mut data = Vec::new();
+            for (i, (_, bytes)) in pkts.iter().enumerate() {
+                let p = RocePacket::new_checked(&bytes[..]).unwrap();
+                let len = p.payload().len();
+                let pad = (4 - len % 4) % 4;
+                assert_eq!(usize::from(p.bth().pad_count()), pad, "MTU {m} size {size} packet {i}");
+                assert_eq!(p.pad(), &[0u8; 3][..pad], "pad bytes are zero");
+                assert_eq!(bytes.len() % 4, 0, "a whole number of 32-bit words");
+                if i + 1 < pkts.len() {
+                    assert_eq!(len, m, "FIRST and MIDDLE packets are full");
+                }
+                data.extend_from_slice(p.payload());
+            }
+            let want: Vec<u8> = (0..size as u32).map(|i| i as u8).collect();
+            assert!(data == want, "MTU {m} size {size}: the payloads are the message");
+        }
+    }
+}

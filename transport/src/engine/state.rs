@@ -215,4 +215,77 @@ mod test {
         assert!(check_modify(QpType::Rc, S::Sqe, &to(S::Rts), M::STATE).is_err());
         assert_eq!(check_modify(QpType::Uc, S::Sqe, &to(S::Rts), M::STATE), Ok(S::Rts));
     }
+
+    #[test]
+    fn the_transition_table_is_the_kernels() {
+        use QpType::*;
+        use S::*;
+        let states = [Reset, Init, Rtr, Rts, Sqd, Sqe, Err];
+        for t in [Rc, Uc, Ud] {
+            for from in states {
+                for to in states {
+                    let forward = matches!(
+                        (from, to),
+                        (Reset, Init)
+                            | (Init, Init)
+                            | (Init, Rtr)
+                            | (Rtr, Rts)
+                            | (Rts, Rts)
+                            | (Rts, Sqd)
+                            | (Sqd, Sqd)
+                            | (Sqd, Rts)
+                    );
+                    // RC never is in SQE: its send errors take it to ERR.
+                    let allowed = to == Reset || to == Err || forward || (from == Sqe && to == Rts && t != Rc);
+                    assert_eq!(rule(t, from, to).is_some(), allowed, "{t:?} {from} -> {to}");
+                    let attr = QpAttr { qp_state: to, port_num: 1, ..QpAttr::default() };
+                    let mask = M::STATE | rule(t, from, to).map_or(M::EMPTY, |r| r.required);
+                    assert_eq!(check_modify(t, from, &attr, mask).is_ok(), allowed, "{t:?} {from} -> {to}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_attribute_out_of_range_is_named() {
+        let rts = M::STATE | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC;
+        type Case = (fn(&mut QpAttr), M, S, S, &'static str);
+        let cases: [Case; 9] = [
+            (|a| a.retry_cnt = 8, rts, S::Rtr, S::Rts, "retry_cnt"),
+            (|a| a.rnr_retry = 8, rts, S::Rtr, S::Rts, "rnr_retry"),
+            (|a| a.timeout = 32, rts, S::Rtr, S::Rts, "timeout"),
+            (|a| a.sq_psn = 1 << 24, rts, S::Rtr, S::Rts, "sq_psn"),
+            (|a| a.max_rd_atomic = MAX_RD_ATOMIC + 1, rts, S::Rtr, S::Rts, "max_rd_atomic"),
+            (
+                |a| a.pkey_index = 1,
+                M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS,
+                S::Reset,
+                S::Init,
+                "pkey_index",
+            ),
+            (|a| a.port_num = 2, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS, S::Reset, S::Init, "port_num"),
+            (
+                |a| a.min_rnr_timer = 32,
+                M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER,
+                S::Init,
+                S::Rtr,
+                "min_rnr_timer",
+            ),
+            (
+                |a| a.dest_qp_num = 1 << 24,
+                M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER,
+                S::Init,
+                S::Rtr,
+                "dest_qp_num",
+            ),
+        ];
+        for (set, mask, from, to, name) in cases {
+            let mut a = QpAttr { qp_state: to, port_num: 1, ..QpAttr::default() };
+            set(&mut a);
+            match check_modify(QpType::Rc, from, &a, mask) {
+                Err(ModifyError::InvalidValue { attribute, .. }) => assert_eq!(attribute, name),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+    }
 }
