@@ -4,8 +4,12 @@
 //!   and the opcode table.
 //! - [`icrc`]: the invariant CRC over IPv4 and IPv6 RoCEv2 packets.
 //! - [`Psn`]: the 24-bit packet sequence number.
+//! - [`engine`]: the queue-pair engine (RC, UC, UD), sans-IO.
+//! - [`sim`]: two engines over a simulated, impaired link with a virtual
+//!   clock, and the workloads the tests and the goodput table run.
 //!
-//! This crate never reads a clock, sleeps or touches a socket.
+//! This crate never reads a clock, sleeps or touches a socket
+//! (`tests/sans_io.rs` keeps it so).
 
 #![forbid(unsafe_code)]
 

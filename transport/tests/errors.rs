@@ -306,6 +306,13 @@ fn length_errors() {
     assert_eq!(wcs[0].status.to_string(), "local length error");
     assert_eq!(contents(&p.sim.engines[1], key), vec![0; 64]);
 
+    // A message longer than 2^31 bytes, in two SGEs.
+    let mut p = pair();
+    let sges = vec![Sge { addr: 0x1000, length: 1 << 31, lkey: 1 }, Sge { addr: 0x1000, length: 8, lkey: 1 }];
+    p.sim.engines[0].post_send(p.a.qpn, SendWr::new(3, WrOp::Send, sges)).unwrap();
+    let wcs = run_for_sends(&mut p, 1);
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (3, WcStatus::LocLenErr));
+
     // A SEND longer than the receive buffer: the receiver sees a local
     // length error, the sender a remote invalid request.
     let mut p = pair();

@@ -433,3 +433,32 @@ fn segmentation_and_pad_at_every_path_mtu() {
         }
     }
 }
+
+#[test]
+fn a_gap_draws_one_sequence_nak_for_the_expected_psn() {
+    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    for id in 0..4u64 {
+        let wr = SendWr::new(
+            id,
+            WrOp::RdmaWrite { remote_addr: 0x8000, rkey: dst },
+            vec![Sge { addr: 0x1000, length: 8, lkey: src }],
+        );
+        sim.engines[0].post_send(a.qpn, wr).unwrap();
+    }
+    let reqs = drain(&mut sim.engines[0]);
+    let psn0 = parse(&reqs[0].1).bth.psn;
+    // The first is lost: the second and third arrive out of sequence.
+    let mut answers = Vec::new();
+    // Then go-back-N resends all four, and a late copy of the second comes.
+    for i in [1, 2, 0, 1, 2, 3, 1] {
+        sim.inject(1, &reqs[i].1);
+        answers.extend(drain(&mut sim.engines[1]).into_iter().map(|(_, d)| parse(&d)));
+    }
+    let got: Vec<_> = answers.iter().map(|r| (r.aeth.unwrap().syndrome.to_byte(), r.bth.psn - psn0)).collect();
+    // One NAK (0x60) for the expected PSN, an ACK for each resent packet,
+    // and the duplicate ACKed with the newest PSN received.
+    assert_eq!(got, [(0x60, 0), (0x1f, 0), (0x1f, 1), (0x1f, 2), (0x1f, 3), (0x1f, 3)]);
+    assert_eq!(sim.engines[1].counters().get(Counter::DuplicateRequest), 1);
+    assert_eq!(sim.engines[1].counters().get(Counter::OutOfSeqRequest), 1);
+    let _ = b;
+}
