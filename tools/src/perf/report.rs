@@ -244,3 +244,61 @@ pub fn write_json(p: &Params, info: &Info, results: &str) -> Result<(), String> 
     let text = format!("{{\n{}{results}}}\n", json_test_info(p, info));
     std::fs::write(path, text).map_err(|e| format!("failed to open {}: {e}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::stats::LatReport;
+
+    // The expected lines were printed by glibc's printf with perftest's own macros.
+    #[test]
+    fn rows_are_byte_for_byte_perftests() {
+        let r = BwReport { size: 65536, iters: 5000, bw_peak: 1050.10, bw_avg: 1049.66, msg_rate: 0.016794 };
+        assert_eq!(bw_line(&r, false), " 65536      5000             1050.10            1049.66\t\t   0.016794\n");
+        let g = BwReport { size: 8, iters: 100, bw_peak: 0.010772, bw_avg: 0.010257, msg_rate: 0.160266 };
+        assert_eq!(bw_line(&g, true), " 8          100           0.010772            0.010257            0.160266\n");
+        let l = LatReport {
+            size: 2,
+            iters: 1000,
+            t_min: 8.94,
+            t_max: 485.95,
+            t_typical: 9.19,
+            t_avg: 9.45,
+            t_stdev: 1.12,
+            p99: 20.74,
+            p99_9: 485.95,
+            ..LatReport::default()
+        };
+        assert_eq!(
+            lat_lines(&l, false, false, true),
+            " 2       1000          8.94           485.95       9.19     \t       9.45        \t1.12   \t\t20.74   \t\t485.95 \n"
+        );
+        assert_eq!(
+            lat_duration_line(2, 56937, 17.56, 28466.41),
+            " 2             56937            17.56          28466.41\n"
+        );
+    }
+
+    #[test]
+    fn address_lines_are_perftests() {
+        let mut gid = [0u8; 16];
+        gid[10..].copy_from_slice(&[255, 255, 192, 168, 122, 10]);
+        let d = Dest {
+            lid: 0,
+            out_reads: 128,
+            qpn: 0x11,
+            psn: 0x6a9d8c,
+            rkey: 0x1e8,
+            vaddr: 0x7f8b_5c5f_4000,
+            gid,
+            srqn: 0,
+        };
+        assert_eq!(
+            dest_lines(Verb::Read, "local", &d),
+            " local address: LID 0000 QPN 0x0011 PSN 0x6a9d8c OUT 0x80 RKey 0x0001e8 VAddr 0x007f8b5c5f4000\n GID: 00:00:00:00:00:00:00:00:00:00:255:255:192:168:122:10\n"
+        );
+        assert!(
+            dest_lines(Verb::Atomic, "remote", &d).starts_with(" remote address: LID 0000 QPN 0x0011 PSN 0x6a9d8c\n")
+        );
+    }
+}
