@@ -555,7 +555,8 @@ fn an_empty_last_packet_is_an_invalid_request() {
     let first = request(&p, Opcode::RcSendFirst, &[1; 1024]);
     let ack = answers(&mut p, &first);
     assert_eq!(ack[0].aeth.unwrap().syndrome.to_byte(), 0x1f, "the FIRST is fine");
-    let rq_psn = Psn::new(p.sim.engines[1].query_qp(p.b.qpn).unwrap().rq_psn) + 1;
+    // query_qp reports the live rq_psn: the one after the FIRST.
+    let rq_psn = Psn::new(p.sim.engines[1].query_qp(p.b.qpn).unwrap().rq_psn);
     let mut repr = RoceRepr::new(BthRepr::new(Opcode::RcSendLast, p.b.qpn, rq_psn));
     repr.bth.ack_req = true;
     let mut last = vec![0u8; repr.buffer_len(0)];

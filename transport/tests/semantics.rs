@@ -633,6 +633,12 @@ fn attributes_modified_in_rts_take_effect() {
     assert_eq!((q.path_mtu, q.dest_qp_num, q.sq_psn, q.rq_psn), (Mtu::Mtu2048, p.b.qpn, 0x1234, 0x1234));
     assert_eq!((q.timeout, q.retry_cnt, q.rnr_retry, q.max_rd_atomic), (10, 7, 7, 16));
     assert_eq!(q.ah_attr.dgid, Gid::from_ipv4([10, 0, 0, 2]));
+    // After traffic, the PSNs query reports are the live ones.
+    let mut p = p;
+    p.sim.engines[0].post_send(p.a.qpn, write_wr(&p, 1, 0, 5000)).unwrap();
+    quiesce(&mut p);
+    assert_eq!(p.sim.engines[0].query_qp(p.a.qpn).unwrap().sq_psn, 0x1234 + 3, "5000 bytes at 2048: 3 packets");
+    assert_eq!(p.sim.engines[1].query_qp(p.b.qpn).unwrap().rq_psn, 0x1234 + 3);
 }
 
 #[test]

@@ -373,12 +373,20 @@ impl Engine {
         self.qps.remove(&qpn).map(|_| ()).ok_or(Error::NoSuchQp(qpn))
     }
 
-    /// `ibv_query_qp`. In SQD, `sq_draining` says whether messages already
-    /// started are still waiting for their acknowledgements.
+    /// `ibv_query_qp`. `sq_psn` and `rq_psn` are the live ones (the next PSN
+    /// to send, the next one expected), as rxe and RNICs report them. In
+    /// SQD, `sq_draining` says whether messages already started are still
+    /// waiting for their acknowledgements.
     pub fn query_qp(&self, qpn: u32) -> Option<QpAttr> {
         self.qps.get(&qpn).map(|q| {
             let mut attr = q.attr;
             attr.cur_qp_state = attr.qp_state;
+            if !matches!(attr.qp_state, QpState::Reset | QpState::Init) {
+                attr.rq_psn = q.resp.psn.value();
+            }
+            if !matches!(attr.qp_state, QpState::Reset | QpState::Init | QpState::Rtr) {
+                attr.sq_psn = q.req.psn.value();
+            }
             attr.sq_draining = attr.qp_state == QpState::Sqd && q.req.wqes.iter().any(|w| w.started);
             attr
         })
