@@ -102,12 +102,14 @@ lab_init() {
   lab_require_cmds
   LAB_NS=uroce-lab-$$
   LAB_RUN=${UROCE_LAB_RUN:-${TMPDIR:-/tmp}/uroce-lab-$$}
-  mkdir -p "$LAB_RUN"
+  mkdir -p "$LAB_RUN" "$LAB_STATE_DIR"
+  : >"$LAB_STATE_DIR/$LAB_NS.pids"
   trap lab_teardown EXIT
   trap 'lab_on_signal INT 130' INT
   trap 'lab_on_signal TERM 143' TERM
   trap 'lab_on_signal HUP 129' HUP
   lab_cleanup_stale
+  lab_start_watchdog
   lab_log "run $LAB_NS, files in $LAB_RUN"
 }
 
@@ -124,7 +126,9 @@ lab_guest_image() {
   LAB_GUEST_DIR=$("$LAB_DIR/build-guest" --print-dir) || lab_die "build-guest failed"
 }
 
-# Namespaces a killed lab left behind: uroce-lab-<PID> whose PID is gone.
+# What a killed lab left behind (its watchdog killed too): namespaces
+# uroce-lab-<PID> whose PID is gone. Ends the processes that lab recorded
+# starting (same PID and start time), then deletes the namespace.
 lab_cleanup_stale() {
   local ns pid
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
@@ -132,12 +136,14 @@ lab_cleanup_stale() {
     pid=${ns#uroce-lab-}
     [ "$pid" = $$ ] && continue
     kill -0 "$pid" 2>/dev/null && continue
+    lab_log "stale namespace $ns (its lab, PID $pid, is gone): cleaning up"
+    lab_kill_recorded "$LAB_STATE_DIR/$ns.pids" | sed 's/^/  /' >&2
     if [ -n "$(ip netns pids "$ns" 2>/dev/null)" ]; then
-      lab_log "stale namespace $ns still has processes ($(ip netns pids "$ns" | tr '\n' ' ')): leaving it"
+      lab_log "  $ns still has processes the lab did not record ($(ip netns pids "$ns" | tr '\n' ' ')): leaving it"
       continue
     fi
-    lab_log "deleting the stale namespace $ns (its lab, PID $pid, is gone)"
     ip netns del "$ns" 2>/dev/null || true
+    rm -f "$LAB_STATE_DIR/$ns.pids"
   done
 }
 
@@ -152,6 +158,68 @@ lab_start_bg() { # NAME LOGFILE COMMAND...
   LAB_LAST_PID=$!
   LAB_PIDS+=("$LAB_LAST_PID")
   LAB_PID_NAMES+=("$name")
+  lab_record_pid "$LAB_LAST_PID" "$name"
+}
+
+# The state of a run that outlives its shell: /run/uroce-lab/<namespace>.pids
+# holds "PID START-TIME NAME" for every process the lab started, so that the
+# watchdog (or a later lab_cleanup_stale) ends exactly those, and no process
+# that merely reused a PID.
+LAB_STATE_DIR=/run/uroce-lab
+
+lab_pid_start_time() { # PID: field 22 of /proc/PID/stat (clock ticks since boot)
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  set -- $stat
+  echo "${20}"
+}
+
+lab_record_pid() { # PID NAME
+  local start
+  start=$(lab_pid_start_time "$1") || start=0
+  echo "$1 $start $2" >>"$LAB_STATE_DIR/$LAB_NS.pids"
+}
+
+# Ends the processes of a pids file that are still the ones recorded
+# (TERM, then KILL after 5 s), except SKIP_PID.
+lab_kill_recorded() { # PIDS_FILE [SKIP_PID]
+  local file=$1 skip=${2:-} pid start name live=() i
+  [ -f "$file" ] || return 0
+  while read -r pid start name; do
+    [ "$pid" = "$skip" ] && continue
+    [ "$(lab_pid_start_time "$pid" 2>/dev/null)" = "$start" ] || continue
+    kill -s TERM "$pid" 2>/dev/null && live+=("$pid $start")
+    echo "ended $name (PID $pid)"
+  done <"$file"
+  for ((i = 0; i < 50 && ${#live[@]} > 0; i++)); do
+    sleep 0.1
+    local still=() p
+    for p in "${live[@]}"; do
+      [ "$(lab_pid_start_time "${p% *}" 2>/dev/null)" = "${p#* }" ] && still+=("$p")
+    done
+    live=("${still[@]}")
+  done
+  for p in "${live[@]}"; do kill -s KILL "${p% *}" 2>/dev/null; done
+  return 0
+}
+
+# A dead man's switch: if the lab's shell dies without its teardown (SIGKILL),
+# the watchdog ends the processes the lab started and deletes the namespace.
+lab_start_watchdog() {
+  local me=$$ start
+  start=$(lab_pid_start_time $$)
+  setsid bash -c '
+    . "$1"
+    LAB_NS=$4
+    while [ "$(lab_pid_start_time "$2")" = "$3" ]; do sleep 1; done
+    lab_kill_recorded "$LAB_STATE_DIR/$LAB_NS.pids" $$
+    ip netns del "$LAB_NS" 2>/dev/null && echo "deleted $LAB_NS"
+    rm -f "$LAB_STATE_DIR/$LAB_NS.pids"
+  ' _ "$LAB_DIR/lib.sh" "$me" "$start" "$LAB_NS" </dev/null >>"$LAB_RUN/watchdog.log" 2>&1 &
+  LAB_PIDS+=("$!")
+  LAB_PID_NAMES+=("watchdog")
+  lab_record_pid "$!" watchdog
 }
 
 # Like lab_start_bg, inside the namespace.
@@ -513,6 +581,7 @@ lab_teardown() {
     [ -z "$left" ] || lab_log "teardown: processes the lab did not start are in $LAB_NS: $left(left alone)"
     ip netns del "$LAB_NS" && lab_log "teardown: namespace $LAB_NS deleted"
   fi
+  [ -z "$LAB_NS" ] || rm -f "$LAB_STATE_DIR/$LAB_NS.pids"
   LAB_GUESTS=()
   if [ -n "$LAB_RUN" ] && [ -d "$LAB_RUN" ]; then
     if [ "$LAB_FAILED" = 0 ] && [ "${UROCE_LAB_KEEP:-0}" != 1 ]; then
