@@ -50,14 +50,14 @@ LAB_BOOT_TIMEOUT=${UROCE_LAB_BOOT_TIMEOUT:-120}
 LAB_GUEST_MEM=${UROCE_LAB_GUEST_MEM:-1024}
 LAB_MAX_GUESTS=2
 
-LAB_NS=
-LAB_RUN=
+LAB_NS=${LAB_NS:-}     # set by lab_init; inherited by commands `lab exec` runs
+LAB_RUN=${LAB_RUN:-}
 LAB_GUEST_DIR=
 LAB_PIDS=()        # every process the lab started, by PID (children of this shell)
 LAB_PID_NAMES=()   # what each is, for messages
 LAB_GUESTS=()      # guest numbers booted
 LAB_FAILED=0
-LAB_T0=0
+LAB_T0=${LAB_T0:-0}
 LAB_EXIT_HOOK=${LAB_EXIT_HOOK:-}
 
 # ---------------------------------------------------------------- messages
@@ -111,6 +111,29 @@ lab_init() {
   lab_cleanup_stale
   lab_start_watchdog
   lab_log "run $LAB_NS, files in $LAB_RUN"
+}
+
+# Exports the run's names and addresses, for a command started inside the lab
+# (`lab exec`): it can use lab_guest_run & co. after lab_attach.
+lab_export_env() {
+  local k
+  export LAB_NS LAB_RUN LAB_DIR LAB_BRIDGE LAB_UROCE_IF LAB_KERNEL_IP LAB_KERNEL_MAC \
+    LAB_UROCE_IP LAB_UROCE_MAC LAB_PREFIX LAB_T0
+  export LAB_GUEST_LIST="${LAB_GUESTS[*]}"
+  for k in "${LAB_GUESTS[@]}"; do
+    export "LAB_G${k}_IP=$(lab_guest_ip "$k")" "LAB_G${k}_MAC=$(lab_guest_mac "$k")"
+  done
+}
+
+# In a process started inside a running lab (by `lab exec` / `lab shell`):
+# makes lab_guest_run, lab_guest_start, lab_guest_wait, lab_guest_fetch, ...
+# work on that lab's guests. Installs no trap: the lab that started the
+# process tears down.
+lab_attach() {
+  [ -n "${LAB_NS:-}" ] && [ -n "${LAB_RUN:-}" ] && [ -d "$LAB_RUN" ] \
+    || lab_die "not inside a lab: run this under tests/rxe-lab/lab exec (or lab shell)"
+  LAB_T0=${LAB_T0:-0}
+  read -r -a LAB_GUESTS <<<"${LAB_GUEST_LIST:-}"
 }
 
 lab_on_signal() { # NAME STATUS
