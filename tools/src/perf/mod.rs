@@ -101,7 +101,9 @@ fn run_loopback(args: &PerfArgs) -> Result<(), String> {
     if let Some(host) = &args.host {
         return Err(format!("--loopback runs both ends here: give no host (not {host})"));
     }
-    let server_p = Params::resolve(args.test, None, &args.flags)?;
+    let mut server_p = Params::resolve(args.test, None, &args.flags)?;
+    // The client's report is the one printed and saved.
+    server_p.out_json = None;
     let client_ctx = args.common.open(progress(&args.flags), Some("client"))?;
     let server_ctx = server_common(&args.common)?.open(progress(&args.flags), Some("server"))?;
     let listener = std::net::TcpListener::bind(("127.0.0.1", args.flags.port.unwrap_or(0)))
