@@ -92,7 +92,7 @@ fn printf_shape(fmt: &str, line: &str) -> Result<(), String> {
         if zero && tok.len() < width {
             return err(start, &format!("{tok} is not zero-padded to {width}"));
         }
-        if alt && tok.trim_start_matches('0').len() > 0 && !tok.starts_with("0x") {
+        if alt && !tok.trim_start_matches('0').is_empty() && !tok.starts_with("0x") {
             return err(start, &format!("{tok} lacks 0x"));
         }
         if left {

@@ -41,7 +41,7 @@ pub struct PerfArgs {
     #[arg(long)]
     pub loopback: bool,
     #[command(flatten)]
-    pub flags: PerftestFlags,
+    pub flags: Box<PerftestFlags>,
     #[command(flatten)]
     pub common: CommonArgs,
 }

@@ -165,13 +165,13 @@ impl Resources {
         let mut mask = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
         if p.conn == Conn::Ud {
             attr.qkey = DEF_QKEY;
-            mask = mask | QpAttrMask::QKEY;
+            mask |= QpAttrMask::QKEY;
         } else {
             attr.qp_access_flags = match p.verb {
                 Verb::Send => AccessFlags::REMOTE_WRITE | AccessFlags::LOCAL_WRITE,
                 v => verb_access(v),
             };
-            mask = mask | QpAttrMask::ACCESS_FLAGS;
+            mask |= QpAttrMask::ACCESS_FLAGS;
         }
         qp.modify(&attr, mask).map_err(|e| format!("Failed to modify QP to INIT: {e}"))?;
         Ok(qp)
@@ -295,9 +295,9 @@ fn to_rtr(qp: &Qp, p: &Params, mtu: Mtu, sgid_index: u8, me: &Dest, peer: &Dest)
         ..QpAttr::default()
     };
     let mut mask = QpAttrMask::STATE | QpAttrMask::AV | QpAttrMask::PATH_MTU | QpAttrMask::DEST_QPN;
-    mask = mask | QpAttrMask::RQ_PSN;
+    mask |= QpAttrMask::RQ_PSN;
     if p.conn == Conn::Rc {
-        mask = mask | QpAttrMask::MIN_RNR_TIMER | QpAttrMask::MAX_DEST_RD_ATOMIC;
+        mask |= QpAttrMask::MIN_RNR_TIMER | QpAttrMask::MAX_DEST_RD_ATOMIC;
     }
     qp.modify(&attr, mask)
 }

@@ -55,7 +55,7 @@ fn peak_delta(s: &BwSamples, n: u64) -> f64 {
             best = best.min(span(at(&s.tcompleted, j), at(&s.tposted, i)) / (j - i + 1) as f64);
             j += cq_mod;
         }
-        if n % cq_mod != 0 {
+        if !n.is_multiple_of(cq_mod) {
             let j = n - 1;
             best = best.min(span(at(&s.tcompleted, j), at(&s.tposted, i)) / (j - i + 1) as f64);
         }
