@@ -9,6 +9,7 @@ mod cfmt;
 mod clock;
 mod exchange;
 mod flags;
+mod kinds;
 mod lat;
 mod params;
 mod report;

@@ -2,119 +2,11 @@
 //! its parser and the adjustments of `force_dependecies` and `check_link`,
 //! with perftest's messages.
 
+pub use super::kinds::{AtomicType, Conn, DurationSpec, TestName, Tst, Verb};
+
 use super::flags::PerftestFlags;
-use clap::ValueEnum;
 use std::path::PathBuf;
 use uroce_verbs::{DeviceAttr, Mtu};
-
-/// The eight tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TestName {
-    #[value(name = "write_bw")]
-    WriteBw,
-    #[value(name = "read_bw")]
-    ReadBw,
-    #[value(name = "send_bw")]
-    SendBw,
-    #[value(name = "atomic_bw")]
-    AtomicBw,
-    #[value(name = "write_lat")]
-    WriteLat,
-    #[value(name = "read_lat")]
-    ReadLat,
-    #[value(name = "send_lat")]
-    SendLat,
-    #[value(name = "atomic_lat")]
-    AtomicLat,
-}
-
-impl TestName {
-    pub fn name(self) -> &'static str {
-        match self {
-            TestName::WriteBw => "write_bw",
-            TestName::ReadBw => "read_bw",
-            TestName::SendBw => "send_bw",
-            TestName::AtomicBw => "atomic_bw",
-            TestName::WriteLat => "write_lat",
-            TestName::ReadLat => "read_lat",
-            TestName::SendLat => "send_lat",
-            TestName::AtomicLat => "atomic_lat",
-        }
-    }
-    pub fn verb(self) -> Verb {
-        match self {
-            TestName::WriteBw | TestName::WriteLat => Verb::Write,
-            TestName::ReadBw | TestName::ReadLat => Verb::Read,
-            TestName::SendBw | TestName::SendLat => Verb::Send,
-            TestName::AtomicBw | TestName::AtomicLat => Verb::Atomic,
-        }
-    }
-    pub fn tst(self) -> Tst {
-        match self {
-            TestName::WriteBw | TestName::ReadBw | TestName::SendBw | TestName::AtomicBw => Tst::Bw,
-            _ => Tst::Lat,
-        }
-    }
-}
-
-/// perftest's `VerbType`, in its order (the order matters to the address lines).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verb {
-    Send = 0,
-    Write = 1,
-    Read = 2,
-    Atomic = 3,
-}
-
-impl Verb {
-    /// `testsStr`.
-    pub fn title(self) -> &'static str {
-        ["Send", "RDMA_Write", "RDMA_Read", "Atomic"][self as usize]
-    }
-    pub fn one_sided_rd(self) -> bool {
-        matches!(self, Verb::Read | Verb::Atomic)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tst {
-    Lat,
-    Bw,
-}
-
-/// Connection types uroce carries out (`connStr`: RC, UC, UD).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Conn {
-    Rc,
-    Uc,
-    Ud,
-}
-
-impl Conn {
-    pub fn name(self) -> &'static str {
-        ["RC", "UC", "UD"][self as usize]
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AtomicType {
-    CmpAndSwap,
-    FetchAndAdd,
-}
-
-impl AtomicType {
-    pub fn name(self) -> &'static str {
-        ["CMP_AND_SWAP", "FETCH_AND_ADD"][self as usize]
-    }
-}
-
-/// Duration mode (`-D`): the run lasts `secs`; samples are taken between
-/// `margin` after the start and `margin` before the end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DurationSpec {
-    pub secs: u64,
-    pub margin: u64,
-}
 
 pub const DEF_PORT: u16 = 18515;
 pub const MAX_SIZE: u64 = 8_388_608;
@@ -503,5 +395,70 @@ impl Params {
             return (active, Some(note));
         }
         (asked, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(test: TestName, host: Option<&str>, f: impl Fn(&mut PerftestFlags)) -> Result<Params, String> {
+        let mut flags = PerftestFlags::default();
+        f(&mut flags);
+        Params::resolve(test, host.map(String::from), &flags)
+    }
+
+    #[test]
+    fn defaults_are_perftests() {
+        let w = resolve(TestName::WriteBw, Some("h"), |_| {}).unwrap();
+        assert_eq!((w.size, w.iters, w.tx_depth, w.cq_mod, w.port()), (65536, 5000, 128, 1, 18515));
+        let l = resolve(TestName::SendLat, None, |_| {}).unwrap();
+        assert_eq!((l.size, l.iters, l.tx_depth, l.cq_mod, l.rx_depth), (2, 1000, 1, 1, 512));
+        let a = resolve(TestName::AtomicBw, Some("h"), |_| {}).unwrap();
+        assert_eq!((a.size, a.atomic, a.cq_mod), (8, AtomicType::FetchAndAdd, 100));
+        // The send_bw server never has a peak; nor does a run above 20000 iterations.
+        assert!(resolve(TestName::SendBw, None, |_| {}).unwrap().no_peak);
+        assert!(resolve(TestName::WriteBw, Some("h"), |f| f.iters = Some(20001)).unwrap().no_peak);
+    }
+
+    #[test]
+    fn force_dependencies() {
+        let p = resolve(TestName::SendBw, None, |f| f.iters = Some(7)).unwrap();
+        assert_eq!((p.tx_depth, p.rx_depth, p.cq_mod), (7, 8, 1));
+        let ud = resolve(TestName::SendBw, None, |f| f.connection = Some("UD".into())).unwrap();
+        assert_eq!(ud.rx_depth, 1000);
+        let d = resolve(TestName::WriteBw, Some("h"), |f| f.duration = Some(8)).unwrap();
+        assert_eq!((d.iters, d.no_peak, d.duration), (0, true, Some(DurationSpec { secs: 8, margin: 2 })));
+        let a = resolve(TestName::ReadLat, Some("h"), |f| f.all = true).unwrap();
+        assert_eq!(a.size, MAX_SIZE);
+        let q = resolve(TestName::WriteBw, Some("h"), |f| f.cq_mod = Some(10)).unwrap();
+        assert_eq!(q.notes[1], "Warning: Large message requested and CQ moderation enabled\n");
+    }
+
+    #[test]
+    fn parser_errors_are_perftests() {
+        let err = |t, f: fn(&mut PerftestFlags)| resolve(t, Some("h"), f).unwrap_err();
+        assert_eq!(err(TestName::WriteLat, |f| f.qps = Some(2)), "Multiple QPs only available on bw tests");
+        assert_eq!(
+            err(TestName::ReadBw, |f| f.connection = Some("UC".into())),
+            "UC connection not possible in READ/ATOMIC verbs"
+        );
+        assert_eq!(
+            err(TestName::WriteBw, |f| f.connection = Some("UD".into())),
+            "UD connection only possible in SEND verb"
+        );
+        assert_eq!(
+            err(TestName::AtomicBw, |f| f.size = Some("16".into())),
+            "Message size cannot be changed for Atomic tests"
+        );
+        assert_eq!(err(TestName::WriteBw, |f| f.iters = Some(3)), "Iteration num should be between 5 and 100000000");
+        let margin = |f: &mut PerftestFlags| {
+            f.duration = Some(2);
+            f.margin = Some(1);
+        };
+        assert_eq!(err(TestName::WriteBw, margin), "please check that DURATION > 2*MARGIN");
+        assert!(err(TestName::WriteBw, |f| f.mtu = Some(1000)).starts_with("Invalid MTU - 1000"));
+        assert!(err(TestName::SendBw, |f| f.connection = Some("XRC".into())).contains("RC, UC and UD only"));
+        assert_eq!(resolve(TestName::WriteBw, None, |f| f.size = Some("2K".into())).unwrap().size, 2048);
     }
 }
