@@ -82,146 +82,231 @@ fn run_send(s: &mut Session) -> Result<(), String> {
 /// `run_iter_bw`: keeps every send queue full, a completion every `cq_mod`
 /// messages, timestamps for the peak.
 fn run_iter_bw(s: &mut Session, size: u64) -> Result<BwSamples, String> {
-    let p = s.p.clone();
-    let (nq, iters, cq_mod, dur) = (s.res.qps.len(), p.iters, u64::from(p.cq_mod), p.duration.is_some());
-    let tot = iters * nq as u64;
-    let clock = Clock::new();
-    let mut phases = p.duration.map(Phases::new);
-    if let Some(ph) = &mut phases {
-        ph.begin(&clock);
-    }
-    let tarr = if p.no_peak { 1 } else { tot as usize };
-    let (mut tp, mut tc) = (vec![0u64; tarr], vec![0u64; tarr]);
-    let (mut scnt, mut ccnt) = (vec![0u64; nq], vec![0u64; nq]);
-    let (mut totscnt, mut totccnt, mut counted) = (0u64, 0u64, 0u64);
-    if !dur && p.no_peak {
-        tp[0] = clock.now();
-    }
-    let mut wcs = [blank_wc(); POLL_BATCH];
+    let mut tx = Sender::new(s, size);
     let mut watch = Watch::new();
-    loop {
-        let state = phases.as_mut().map(|ph| ph.tick(&clock));
-        if !(totscnt < tot || totccnt < tot || (dur && state != Some(State::End))) {
-            break;
+    while tx.running() {
+        tx.fill(s)?;
+        if tx.awaiting() {
+            tx.reap(s, &mut watch)?;
         }
-        for i in 0..nq {
-            while (scnt[i] < iters || dur) && scnt[i].wrapping_sub(ccnt[i]).wrapping_add(1) <= u64::from(p.tx_depth) {
-                if phases.as_mut().map(|ph| ph.tick(&clock)) == Some(State::End) {
+    }
+    Ok(tx.samples(s))
+}
+
+/// The counters and timestamps of `run_iter_bw`.
+struct Sender {
+    clock: Clock,
+    phases: Option<Phases>,
+    size: u64,
+    tot: u64,
+    scnt: Vec<u64>,
+    ccnt: Vec<u64>,
+    totscnt: u64,
+    totccnt: u64,
+    counted: u64,
+    tposted: Vec<u64>,
+    tcompleted: Vec<u64>,
+}
+
+impl Sender {
+    fn new(s: &Session, size: u64) -> Sender {
+        let (p, nq) = (&s.p, s.res.qps.len());
+        let tot = p.iters * nq as u64;
+        let clock = Clock::new();
+        let mut phases = p.duration.map(Phases::new);
+        if let Some(ph) = &mut phases {
+            ph.begin(&clock);
+        }
+        let tarr = if p.no_peak { 1 } else { tot as usize };
+        let mut tposted = vec![0u64; tarr];
+        if p.iterations() && p.no_peak {
+            tposted[0] = clock.now();
+        }
+        let (scnt, ccnt) = (vec![0; nq], vec![0; nq]);
+        let tcompleted = vec![0u64; tarr];
+        Sender { clock, phases, size, tot, scnt, ccnt, totscnt: 0, totccnt: 0, counted: 0, tposted, tcompleted }
+    }
+
+    fn state(&mut self) -> Option<State> {
+        let clock = self.clock;
+        self.phases.as_mut().map(|ph| ph.tick(&clock))
+    }
+
+    fn running(&mut self) -> bool {
+        let dur = self.phases.is_some();
+        self.totscnt < self.tot || self.totccnt < self.tot || (dur && self.state() != Some(State::End))
+    }
+
+    fn awaiting(&self) -> bool {
+        self.totccnt < self.tot || (self.phases.is_some() && self.totccnt < self.totscnt)
+    }
+
+    /// Posts on every QP while its send queue has room.
+    fn fill(&mut self, s: &Session) -> Result<(), String> {
+        let p = &s.p;
+        let (dur, cq_mod, depth) = (self.phases.is_some(), u64::from(p.cq_mod), u64::from(p.tx_depth));
+        for i in 0..self.scnt.len() {
+            while (self.scnt[i] < p.iters || dur) && self.scnt[i].wrapping_sub(self.ccnt[i]).wrapping_add(1) <= depth {
+                if self.state() == Some(State::End) {
                     break;
                 }
-                let k = scnt[i];
-                let signaled = k % cq_mod == cq_mod - 1 || (!dur && k == iters - 1);
+                let k = self.scnt[i];
+                let signaled = k % cq_mod == cq_mod - 1 || (!dur && k == p.iters - 1);
                 if !p.no_peak {
-                    tp[totscnt as usize] = clock.now();
+                    self.tposted[self.totscnt as usize] = self.clock.now();
                 }
-                let wr = s.res.send_wr(&p, i, &s.rem[i], size, k, signaled);
+                let wr = s.res.send_wr(p, i, &s.rem[i], self.size, k, signaled);
                 s.res.qps[i].post_send(&wr).map_err(|e| format!("Couldn't post send: qp {i} scnt={k}: {e}"))?;
-                scnt[i] += 1;
-                totscnt += 1;
+                self.scnt[i] += 1;
+                self.totscnt += 1;
             }
         }
-        if totccnt < tot || (dur && totccnt < totscnt) {
-            s.wait_event()?;
-            let n = s.res.send_cq.poll(&mut wcs);
-            let sampling = phases.as_ref().is_some_and(|ph| ph.state == State::Sample);
-            for wc in &wcs[..n] {
-                if wc.status != WcStatus::Success {
-                    return Err(send_error(wc, totscnt, totccnt));
-                }
-                ccnt[wc.wr_id as usize] += cq_mod;
-                totccnt += cq_mod;
-                if !p.no_peak {
-                    tc[(totccnt.min(tot) - 1) as usize] = clock.now();
-                }
-                if sampling {
-                    counted += cq_mod;
-                }
+        Ok(())
+    }
+
+    /// Polls the send CQ once; each completion stands for `cq_mod` messages.
+    fn reap(&mut self, s: &Session, watch: &mut Watch) -> Result<(), String> {
+        let cq_mod = u64::from(s.p.cq_mod);
+        s.wait_event()?;
+        let mut wcs = [blank_wc(); POLL_BATCH];
+        let n = s.res.send_cq.poll(&mut wcs);
+        let sampling = self.phases.as_ref().is_some_and(|ph| ph.state == State::Sample);
+        for wc in &wcs[..n] {
+            if wc.status != WcStatus::Success {
+                return Err(send_error(wc, self.totscnt, self.totccnt));
             }
-            if n == 0 {
-                s.wait(&mut watch)?;
-            } else {
-                watch.progressed();
+            self.ccnt[wc.wr_id as usize] += cq_mod;
+            self.totccnt += cq_mod;
+            if !s.p.no_peak {
+                self.tcompleted[(self.totccnt.min(self.tot) - 1) as usize] = self.clock.now();
+            }
+            if sampling {
+                self.counted += cq_mod;
             }
         }
+        if n == 0 {
+            return s.wait(watch);
+        }
+        watch.progressed();
+        Ok(())
     }
-    if !dur && p.no_peak {
-        tc[0] = clock.now();
+
+    fn samples(mut self, s: &Session) -> BwSamples {
+        let p = &s.p;
+        if p.iterations() && p.no_peak {
+            self.tcompleted[0] = self.clock.now();
+        }
+        if let Some(ph) = &self.phases {
+            (self.tposted[0], self.tcompleted[0]) = ph.sample;
+        }
+        BwSamples {
+            iters: if p.iterations() { p.iters } else { self.counted },
+            tposted: self.tposted,
+            tcompleted: self.tcompleted,
+            num_qps: self.scnt.len() as u64,
+            size: self.size,
+            cq_mod: p.cq_mod.into(),
+            no_peak: p.no_peak,
+            duration: !p.iterations(),
+        }
     }
-    if let Some(ph) = &phases {
-        (tp[0], tc[0]) = ph.sample;
-    }
-    let iters = if dur { counted } else { iters };
-    Ok(BwSamples {
-        tposted: tp,
-        tcompleted: tc,
-        iters,
-        num_qps: nq as u64,
-        size,
-        cq_mod,
-        no_peak: p.no_peak,
-        duration: dur,
-    })
 }
 
 /// `run_iter_bw_server`: receives, reposting, from the first message to the
 /// last (or through the duration, which starts at the first message).
 fn run_iter_bw_server(s: &mut Session, size: u64) -> Result<BwSamples, String> {
-    let p = s.p.clone();
-    let (nq, iters, dur) = (s.res.qps.len(), p.iters, p.duration.is_some());
-    let tot = iters * nq as u64;
-    let clock = Clock::new();
-    let mut phases = p.duration.map(Phases::new);
-    let (mut rcnt_qp, mut posted) = (vec![0u64; nq], vec![u64::from(p.rx_depth); nq]);
-    let (mut rcnt, mut counted, mut first) = (0u64, 0u64, None);
-    let mut wcs = [blank_wc(); POLL_BATCH];
+    let mut rx = Receiver::new(s, size);
     let mut watch = Watch::new();
-    loop {
-        let state = phases.as_mut().map(|ph| ph.tick(&clock));
-        if !(rcnt < tot || (dur && state != Some(State::End))) {
-            break;
-        }
+    while rx.running() {
         s.wait_event()?;
+        rx.reap(s, &mut watch)?;
+    }
+    Ok(rx.samples(s))
+}
+
+/// The counters of `run_iter_bw_server`.
+struct Receiver {
+    clock: Clock,
+    phases: Option<Phases>,
+    size: u64,
+    tot: u64,
+    rcnt_qp: Vec<u64>,
+    posted: Vec<u64>,
+    rcnt: u64,
+    counted: u64,
+    first: Option<u64>,
+}
+
+impl Receiver {
+    fn new(s: &Session, size: u64) -> Receiver {
+        let nq = s.res.qps.len();
+        Receiver {
+            clock: Clock::new(),
+            phases: s.p.duration.map(Phases::new),
+            size,
+            tot: s.p.iters * nq as u64,
+            rcnt_qp: vec![0; nq],
+            posted: vec![u64::from(s.p.rx_depth); nq],
+            rcnt: 0,
+            counted: 0,
+            first: None,
+        }
+    }
+
+    fn running(&mut self) -> bool {
+        let clock = self.clock;
+        let state = self.phases.as_mut().map(|ph| ph.tick(&clock));
+        self.rcnt < self.tot || (self.phases.is_some() && state != Some(State::End))
+    }
+
+    /// Polls the receive CQ once and reposts what was used, while more is to come.
+    fn reap(&mut self, s: &Session, watch: &mut Watch) -> Result<(), String> {
+        let mut wcs = [blank_wc(); POLL_BATCH];
         let n = s.res.recv_cq.poll(&mut wcs);
         if n == 0 {
-            s.wait(&mut watch)?;
-            continue;
+            return s.wait(watch);
         }
         watch.progressed();
-        if first.is_none() {
-            first = Some(clock.now());
-            if let Some(ph) = &mut phases {
-                ph.begin(&clock);
+        if self.first.is_none() {
+            self.first = Some(self.clock.now());
+            if let Some(ph) = &mut self.phases {
+                ph.begin(&self.clock);
             }
         }
-        let sampling = phases.as_ref().is_some_and(|ph| ph.state == State::Sample);
+        let sampling = self.phases.as_ref().is_some_and(|ph| ph.state == State::Sample);
+        let dur = self.phases.is_some();
         for wc in &wcs[..n] {
             let id = wc.wr_id as usize;
             if wc.status != WcStatus::Success {
-                return Err(recv_error(wc, rcnt_qp.get(id).copied().unwrap_or(0)));
+                return Err(recv_error(wc, self.rcnt_qp.get(id).copied().unwrap_or(0)));
             }
-            rcnt_qp[id] += 1;
-            rcnt += 1;
-            counted += u64::from(sampling);
-            if dur || posted[id] < iters {
-                let wr = s.res.recv_wr(&p, id, size, posted[id]);
+            self.rcnt_qp[id] += 1;
+            self.rcnt += 1;
+            self.counted += u64::from(sampling);
+            if dur || self.posted[id] < s.p.iters {
+                let wr = s.res.recv_wr(&s.p, id, self.size, self.posted[id]);
+                let rcnt = self.rcnt;
                 s.res.qps[id].post_recv(&wr).map_err(|e| format!("Couldn't post recv Qp={id} rcnt={rcnt}: {e}"))?;
-                posted[id] += 1;
+                self.posted[id] += 1;
             }
         }
+        Ok(())
     }
-    let (mut tp, mut tc) = (vec![first.unwrap_or(0)], vec![clock.now()]);
-    if let Some(ph) = &phases {
-        (tp[0], tc[0]) = ph.sample;
+
+    fn samples(self, s: &Session) -> BwSamples {
+        let (start, end) = match &self.phases {
+            Some(ph) => ph.sample,
+            None => (self.first.unwrap_or(0), self.clock.now()),
+        };
+        BwSamples {
+            tposted: vec![start],
+            tcompleted: vec![end],
+            iters: if s.p.iterations() { s.p.iters } else { self.counted },
+            num_qps: self.rcnt_qp.len() as u64,
+            size: self.size,
+            cq_mod: 1,
+            no_peak: true,
+            duration: !s.p.iterations(),
+        }
     }
-    let iters = if dur { counted } else { iters };
-    Ok(BwSamples {
-        tposted: tp,
-        tcompleted: tc,
-        iters,
-        num_qps: nq as u64,
-        size,
-        cq_mod: 1,
-        no_peak: true,
-        duration: dur,
-    })
 }

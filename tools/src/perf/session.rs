@@ -9,7 +9,7 @@ use super::report::{dest_lines, test_info, Info, Out, WAITING};
 use super::resources::Resources;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
-use uroce_verbs::{Context, Cq, Gid, Progress, WcFlags, WcOpcode, WcStatus, WorkCompletion};
+use uroce_verbs::{Context, Cq, Gid, Mtu, Progress, WcFlags, WcOpcode, WcStatus, WorkCompletion};
 
 /// How this end reaches the other.
 pub enum Connector {
@@ -85,21 +85,7 @@ pub fn setup(mut p: Params, ctx: &Context, conn: Connector, mut out: Out) -> Res
         }
         Connector::Connect { host, port } => Comm::connect(&host, port, p.test.name())?,
     };
-    let peer = comm.exchange_versions()?;
-    let (local_mtu, mtu_note) = p.set_mtu(ctx.query_port().active_mtu);
-    let asked = p.mtu.map(|_| local_mtu.bytes());
-    let asked_there = if peer.uroce {
-        let theirs = comm.exchange_block(&agree::describe(&p, asked), agree::BLOCK_LEN, "the test parameters")?;
-        agree::check(&p, asked, &theirs)?
-    } else {
-        None
-    };
-    (p.cycle_buffer, p.cache_line) = comm.exchange_sys_data(&peer, p.cycle_buffer, p.cache_line)?;
-    if let Some(n) = mtu_note {
-        out.print(&n);
-    }
-    let mtu = comm.exchange_mtu(&peer, local_mtu)?;
-    agree::check_mtu(asked, asked_there, mtu.bytes())?;
+    let (peer, mtu) = agree_on_link(&mut p, ctx, &mut comm, &mut out)?;
     ud_size(&mut p, u64::from(mtu.bytes()), &mut out)?;
     let res = Resources::new(ctx, &p)?;
     if ctx.progress_mode() == Progress::Manual {
@@ -111,6 +97,28 @@ pub fn setup(mut p: Params, ctx: &Context, conn: Connector, mut out: Out) -> Res
     out.print(&test_info(&p, &info));
     let rem = vec![Dest::default(); my.len()];
     Ok(Session { p, out, comm, peer, res, info, my, rem })
+}
+
+/// perftest's exchanges before the QPs (`exchange_versions`,
+/// `check_sys_data`, `check_mtu`), with, between two uroce ends, the check
+/// that the test parameters agree.
+fn agree_on_link(p: &mut Params, ctx: &Context, comm: &mut Comm, out: &mut Out) -> Result<(Peer, Mtu), String> {
+    let peer = comm.exchange_versions()?;
+    let (local_mtu, mtu_note) = p.set_mtu(ctx.query_port().active_mtu);
+    let asked = p.mtu.map(|_| local_mtu.bytes());
+    let asked_there = if peer.uroce {
+        let theirs = comm.exchange_block(&agree::describe(p, asked), agree::BLOCK_LEN, "the test parameters")?;
+        agree::check(p, asked, &theirs)?
+    } else {
+        None
+    };
+    (p.cycle_buffer, p.cache_line) = comm.exchange_sys_data(&peer, p.cycle_buffer, p.cache_line)?;
+    if let Some(n) = mtu_note {
+        out.print(&n);
+    }
+    let mtu = comm.exchange_mtu(&peer, local_mtu)?;
+    agree::check_mtu(asked, asked_there, mtu.bytes())?;
+    Ok((peer, mtu))
 }
 
 /// `check_mtu`: a UD message must fit in one packet.
