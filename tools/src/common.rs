@@ -107,19 +107,30 @@ impl CommonArgs {
 
     /// Prints the counters (`--stats`) of one context.
     pub fn print_stats(&self, label: &str, ctx: &Context) {
+        self.write_stats(label, ctx, &mut std::io::stdout());
+    }
+
+    /// Writes the counters (`--stats`) of one context to `out`: the engine's,
+    /// with the kernel rxe's names, then the link's.
+    pub fn write_stats(&self, label: &str, ctx: &Context, out: &mut dyn std::io::Write) {
         if !self.stats {
             return;
         }
-        println!("--- counters{label} ---");
+        let _ = writeln!(out, "--- counters{label} ---");
         for (name, value) in ctx.counters().iter() {
-            println!("{name:<28} {value}");
+            let _ = writeln!(out, "{name:<28} {value}");
         }
         let s = ctx.link_stats();
-        println!("{:<28} {}", "link_tx_packets", s.tx_packets);
-        println!("{:<28} {}", "link_rx_packets", s.rx_packets);
-        println!("{:<28} {}", "link_rx_icrc_bad", s.rx_icrc_bad);
-        println!("{:<28} {}", "link_rx_malformed", s.rx_malformed);
-        println!("{:<28} {}", "link_tx_dropped", s.tx_dropped);
+        let link = [
+            ("link_tx_packets", s.tx_packets),
+            ("link_rx_packets", s.rx_packets),
+            ("link_rx_icrc_bad", s.rx_icrc_bad),
+            ("link_rx_malformed", s.rx_malformed),
+            ("link_tx_dropped", s.tx_dropped),
+        ];
+        for (name, value) in link {
+            let _ = writeln!(out, "{name:<28} {value}");
+        }
     }
 }
 

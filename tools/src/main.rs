@@ -14,6 +14,13 @@ struct Cli {
 enum Command {
     /// Decode RoCEv2 frames from a pcap file or a live interface, checking every ICRC.
     Dump(uroce_tools::dump::DumpArgs),
+    /// Show the device and its port, like ibv_devinfo.
+    Devinfo(uroce_tools::devinfo::DevinfoArgs),
+    /// RC SEND ping-pong, like ibv_rc_pingpong (same flags, exchange and output).
+    Pingpong(uroce_tools::pingpong::RcArgs),
+    /// UD SEND ping-pong, like ibv_ud_pingpong.
+    #[command(name = "ud_pingpong")]
+    UdPingpong(uroce_tools::pingpong::UdArgs),
     /// perftest's tests (write_bw, read_bw, send_bw, atomic_bw and the _lat ones) with perftest's exchange and tables.
     Perf(uroce_tools::perf::PerfArgs),
 }
@@ -22,6 +29,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Dump(args) => uroce_tools::dump::run(&args),
+        Command::Devinfo(args) => uroce_tools::devinfo::run(&args),
+        Command::Pingpong(args) => uroce_tools::pingpong::run_rc(&args),
+        Command::UdPingpong(args) => uroce_tools::pingpong::run_ud(&args),
         Command::Perf(args) => uroce_tools::perf::run(&args),
     }
 }

@@ -4,6 +4,9 @@ use crate::channel::Notifier;
 use crate::device::{DeviceAttr, PortAttr};
 use crate::error::Error;
 use crate::memory::Pd;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -14,8 +17,8 @@ use uroce_transport::engine::{Counters, Engine, Gid, Instant, RxMeta, Transmit, 
 /// How the context moves packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Progress {
-    /// A background thread that waits in the link (up to 1 ms, or the next
-    /// engine deadline) when idle. Low CPU; the default.
+    /// A background thread that sleeps until a packet arrives, the application
+    /// posts work, or a timer is due. Low CPU, low latency; the default.
     #[default]
     Blocking,
     /// A background thread that never sleeps: lowest latency, one core.
@@ -38,8 +41,11 @@ pub struct OpenOptions {
 
 /// Packets moved per batch between engine and link.
 const BATCH: usize = 32;
-/// The longest a blocking progress thread waits in the link.
-const IDLE_WAIT: Duration = Duration::from_millis(1);
+/// The longest a blocking progress thread sleeps with nothing due: it wakes
+/// earlier for packets, posted work and timers.
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// How long it waits inside `recv` on a link that offers no descriptor to wait on.
+const LINK_WAIT: Duration = Duration::from_millis(1);
 
 pub(crate) struct Shared {
     pub engine: Mutex<Engine>,
@@ -49,6 +55,41 @@ pub(crate) struct Shared {
     pub notifier: Notifier,
     stop: AtomicBool,
     pub device_attr: DeviceAttr,
+    waker: Waker,
+    /// Transmit buffers, reused by whichever thread runs a round.
+    tx: Mutex<TxBatch>,
+}
+
+/// What a sleeping progress thread waits on: the link's descriptor and a
+/// doorbell that posters ring when they could not send themselves.
+struct Waker {
+    link_fd: Option<OwnedFd>,
+    doorbell: EventFd,
+}
+
+impl Waker {
+    fn new(link: &dyn Link) -> Waker {
+        let doorbell = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+            .expect("an eventfd for the uroce progress thread");
+        Waker { link_fd: link.wait_fd(), doorbell }
+    }
+
+    fn ring(&self) {
+        let _ = self.doorbell.write(1);
+    }
+
+    /// Sleeps until the link is readable, the doorbell rings or `timeout` passes.
+    fn sleep(&self, timeout: Duration) {
+        let Some(link_fd) = &self.link_fd else { return };
+        // Round up: waking early only costs a loop; waking late delays a timer.
+        let ms = timeout.as_micros().div_ceil(1000).min(u128::from(u16::MAX)) as u16;
+        let mut fds =
+            [PollFd::new(link_fd.as_fd(), PollFlags::POLLIN), PollFd::new(self.doorbell.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::from(ms));
+        if fds[1].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
+            let _ = self.doorbell.read();
+        }
+    }
 }
 
 /// An open device: cheap to clone; the last clone (children hold one too)
@@ -78,7 +119,10 @@ impl Context {
         let seed = opts.seed.unwrap_or_else(clock_seed);
         let port_mtu = crate::device::engine_mtu(info.path_mtu.bytes());
         let engine = Engine::new(uroce_transport::engine::EngineConfig { seed, port_mtu, gid });
+        let waker = Waker::new(&*link);
         let shared = Arc::new(Shared {
+            waker,
+            tx: Mutex::new(TxBatch::new()),
             engine: Mutex::new(engine),
             link: Mutex::new(link),
             device_attr: DeviceAttr::for_link(&info),
@@ -107,7 +151,9 @@ impl Context {
     /// what arrived, run due timers. For [`Progress::Manual`] contexts (harmless
     /// on others). Returns how many packets moved.
     pub fn progress(&self) -> usize {
-        self.shared().round(Duration::ZERO)
+        let shared = self.shared();
+        let mut batch = shared.tx.lock().unwrap_or_else(|e| e.into_inner());
+        shared.round_with(&mut batch, Duration::ZERO)
     }
 
     pub fn progress_mode(&self) -> Progress {
@@ -175,35 +221,45 @@ impl Shared {
     }
 
     fn run(&self, busy: bool) {
-        let mut batch = TxBatch::new();
+        // Without a descriptor to sleep on, the thread waits inside `recv`.
+        let in_recv = if busy || self.waker.link_fd.is_some() { Duration::ZERO } else { LINK_WAIT };
         while !self.stop.load(Ordering::Relaxed) {
-            let wait = if busy { Duration::ZERO } else { self.idle_wait() };
-            let moved = self.round_with(&mut batch, wait);
-            if busy && moved == 0 {
+            let moved = match self.tx.lock() {
+                Ok(mut batch) => self.round_with(&mut batch, in_recv),
+                Err(e) => self.round_with(&mut e.into_inner(), in_recv),
+            };
+            if moved > 0 {
+                continue;
+            }
+            if busy {
                 std::hint::spin_loop();
+            } else {
+                self.waker.sleep(self.idle_wait());
             }
         }
     }
 
-    /// How long the thread may wait: until the engine's next deadline, at most
-    /// [`IDLE_WAIT`].
+    /// How long the thread may sleep: until the engine's or the link's next
+    /// deadline, at most [`IDLE_WAIT`].
     fn idle_wait(&self) -> Duration {
-        match self.engine().poll_timeout() {
-            Some(t) => (t - self.now()).min(IDLE_WAIT),
-            None => IDLE_WAIT,
-        }
+        let engine_due = self.engine().poll_timeout().map(|t| t - self.now());
+        let link_due = self.link.lock().unwrap_or_else(|e| e.into_inner()).next_due();
+        let link_due = link_due.map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        [engine_due, link_due].into_iter().flatten().fold(IDLE_WAIT, Duration::min)
     }
 
-    fn round(&self, wait: Duration) -> usize {
-        // Manual progress runs this in the application's loops: reuse the
-        // buffers instead of allocating and zeroing a batch every call.
-        thread_local! {
-            static BATCH: std::cell::RefCell<TxBatch> = std::cell::RefCell::new(TxBatch::new());
+    /// One non-blocking round, unless another thread is running one: a thread
+    /// that busy-polls a CQ moves its packets itself instead of waiting for the
+    /// progress thread to be scheduled (on a 2-core machine that wait is a
+    /// scheduler tick). Not on manual contexts, where only `progress` moves.
+    pub fn help(&self, progress: Progress) -> usize {
+        if progress == Progress::Manual || self.link.try_lock().is_err() {
+            return 0;
         }
-        BATCH.with(|b| match b.try_borrow_mut() {
-            Ok(mut batch) => self.round_with(&mut batch, wait),
-            Err(_) => self.round_with(&mut TxBatch::new(), wait),
-        })
+        match self.tx.try_lock() {
+            Ok(mut batch) => self.round_with(&mut batch, Duration::ZERO),
+            Err(_) => 0,
+        }
     }
 
     fn round_with(&self, batch: &mut TxBatch, wait: Duration) -> usize {
@@ -270,10 +326,14 @@ impl Shared {
         }
     }
 
-    /// Sends what the engine queued now, from the calling thread, unless the
-    /// progress thread holds the link (it then sends on its next round).
+    /// Sends what the engine queued now, from the calling thread; if the
+    /// progress thread holds the link, rings it to send on its next round.
     pub fn kick(&self) {
-        if let Ok(mut link) = self.link.try_lock() {
+        let Ok(mut link) = self.link.try_lock() else {
+            self.waker.ring();
+            return;
+        };
+        {
             let mut engine = self.engine();
             let now = self.now();
             let mut buf = [0u8; MAX_PACKET_LEN];

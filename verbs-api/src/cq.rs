@@ -54,6 +54,9 @@ impl Cq {
                 }
             }
         }
+        if n == 0 && shared.help(self.0.ctx.progress_mode()) > 0 {
+            return self.poll(wcs);
+        }
         for wc in &wcs[..n] {
             diag::explain_completion(wc);
         }
@@ -65,7 +68,7 @@ impl Cq {
     pub fn wait_one(&self, timeout: Duration) -> Result<WorkCompletion, Error> {
         let deadline = Instant::now() + timeout;
         let manual = self.0.ctx.progress_mode() == crate::Progress::Manual;
-        let mut wc = [empty_wc()];
+        let mut wc = [WorkCompletion::default()];
         loop {
             if self.poll(&mut wc) == 1 {
                 return Ok(wc[0]);
@@ -115,21 +118,5 @@ impl Cq {
 impl PartialEq for Cq {
     fn eq(&self, other: &Cq) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-/// A placeholder value to poll into.
-pub(crate) fn empty_wc() -> WorkCompletion {
-    WorkCompletion {
-        wr_id: 0,
-        status: uroce_transport::engine::WcStatus::GeneralErr,
-        opcode: uroce_transport::engine::WcOpcode::Send,
-        vendor_err: 0,
-        byte_len: 0,
-        imm_data: 0,
-        qp_num: 0,
-        src_qp: 0,
-        wc_flags: uroce_transport::engine::WcFlags::EMPTY,
-        pkey_index: 0,
     }
 }

@@ -118,7 +118,7 @@ fn several_threads_post_and_poll_one_context() {
                 s.spawn(move || {
                     let mut ids = Vec::new();
                     let deadline = std::time::Instant::now() + T;
-                    let mut wcs = [empty(); 16];
+                    let mut wcs = [WorkCompletion::default(); 16];
                     while seen.load(std::sync::atomic::Ordering::Relaxed) < total
                         && std::time::Instant::now() < deadline
                     {
@@ -136,21 +136,6 @@ fn several_threads_post_and_poll_one_context() {
         let ids: Vec<u64> = all.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids, (0..threads * per_thread).collect::<Vec<_>>());
     });
-}
-
-fn empty() -> WorkCompletion {
-    WorkCompletion {
-        wr_id: 0,
-        status: WcStatus::GeneralErr,
-        opcode: WcOpcode::Send,
-        vendor_err: 0,
-        byte_len: 0,
-        imm_data: 0,
-        qp_num: 0,
-        src_qp: 0,
-        wc_flags: WcFlags::EMPTY,
-        pkey_index: 0,
-    }
 }
 
 #[test]
@@ -183,7 +168,7 @@ fn manual_progress_moves_only_when_asked() {
     for _ in 0..10_000 {
         p.ctx_b.progress();
         p.ctx_a.progress();
-        let mut wc = [empty()];
+        let mut wc = [WorkCompletion::default()];
         if p.cq_a.poll(&mut wc) == 1 {
             done = Some(wc[0]);
             break;

@@ -115,6 +115,12 @@ impl<L: Link, W: Write + Send + 'static> Link for Capture<L, W> {
     fn frame_type(&self) -> LinkType {
         self.inner.frame_type()
     }
+    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        self.inner.wait_fd()
+    }
+    fn next_due(&self) -> Option<std::time::Instant> {
+        self.inner.next_due()
+    }
     fn set_frame_sink(&mut self, sink: Option<super::FrameSink>) {
         self.inner.set_frame_sink(sink)
     }

@@ -492,6 +492,11 @@ impl<I: FrameIo> EtherLink<I> {
         s
     }
 
+    /// A duplicate of the frame descriptor, to wait on from another thread.
+    pub(crate) fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        crate::sys::fd::dup(self.io.fd()).ok()
+    }
+
     pub(crate) fn set_frame_sink(&mut self, sink: Option<FrameSink>) {
         self.sink = sink;
     }
@@ -538,6 +543,9 @@ macro_rules! ether_link_impl {
             }
             fn set_frame_sink(&mut self, sink: Option<$crate::link::FrameSink>) {
                 self.0.set_frame_sink(sink)
+            }
+            fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+                self.0.wait_fd()
             }
         }
     };

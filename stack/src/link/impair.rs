@@ -329,6 +329,16 @@ impl<L: Link> Link for Impair<L> {
     fn frame_type(&self) -> LinkType {
         self.inner.frame_type()
     }
+    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        self.inner.wait_fd()
+    }
+    fn next_due(&self) -> Option<Instant> {
+        let mine = Impair::next_due(self);
+        match (mine, self.inner.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
     fn set_frame_sink(&mut self, sink: Option<FrameSink>) {
         self.inner.set_frame_sink(sink)
     }

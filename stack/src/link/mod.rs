@@ -159,6 +159,19 @@ pub trait Link: Send {
 
     /// Installs (or removes) the sink that sees every frame. Used by [`Capture`].
     fn set_frame_sink(&mut self, sink: Option<FrameSink>);
+
+    /// A descriptor that becomes readable when [`Link::recv`] has something to
+    /// take: a duplicate, so another thread can wait on it without holding the
+    /// link. `None` when the link has none: then wait inside `recv`.
+    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        None
+    }
+
+    /// When the link next needs `send` or `recv` called even if nothing arrives
+    /// (datagrams an impairment holds back).
+    fn next_due(&self) -> Option<std::time::Instant> {
+        None
+    }
 }
 
 impl<L: Link + ?Sized> Link for Box<L> {
@@ -179,6 +192,12 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn set_frame_sink(&mut self, sink: Option<FrameSink>) {
         (**self).set_frame_sink(sink)
+    }
+    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        (**self).wait_fd()
+    }
+    fn next_due(&self) -> Option<std::time::Instant> {
+        (**self).next_due()
     }
 }
 

@@ -474,6 +474,10 @@ impl Link for UdpLink {
     fn set_frame_sink(&mut self, sink: Option<FrameSink>) {
         self.sink = sink;
     }
+
+    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        crate::sys::fd::dup(self.sock.fd()).ok()
+    }
 }
 
 /// Recovers the IPv4 Identification of a packet from its ICRC.

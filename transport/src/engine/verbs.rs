@@ -340,6 +340,13 @@ pub struct WorkCompletion {
     pub pkey_index: u16,
 }
 
+impl Default for WorkCompletion {
+    /// An all-zero completion (status GENERAL_ERR), to poll into.
+    fn default() -> WorkCompletion {
+        WorkCompletion::new(0, WcStatus::GeneralErr, WcOpcode::Send, 0)
+    }
+}
+
 impl WorkCompletion {
     pub(crate) fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32) -> WorkCompletion {
         WorkCompletion {

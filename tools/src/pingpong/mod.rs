@@ -1,0 +1,183 @@
+//! `uroce pingpong` and `uroce ud_pingpong`: ibv_rc_pingpong and ibv_ud_pingpong
+//! with their flags, exchange, QP attributes and output, plus `--loopback`
+//! (both ends in one process) and uroce's common flags.
+
+mod exchange;
+mod session;
+
+use crate::common::CommonArgs;
+use clap::Args;
+use std::io::Write;
+use std::process::ExitCode;
+
+/// ibv_rc_pingpong's flags.
+#[derive(Args, Debug, Clone)]
+pub struct RcArgs {
+    /// Server to connect to; none: be the server and wait
+    pub host: Option<String>,
+    /// Listen on/connect to TCP port
+    #[arg(short = 'p', long, default_value_t = 18515)]
+    pub port: u16,
+    /// Use port PORT of the device
+    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
+    pub ib_port: u8,
+    /// Size of message to exchange
+    #[arg(short = 's', long, default_value_t = 4096)]
+    pub size: u32,
+    /// Path MTU
+    #[arg(short = 'm', long, default_value_t = 1024)]
+    pub mtu: u32,
+    /// Number of receives to post at a time
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
+    pub rx_depth: u32,
+    /// Number of exchanges
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub iters: u32,
+    /// Service level (RoCE has no SL on the wire; accepted and ignored, as rxe)
+    #[arg(short = 'l', long, default_value_t = 0)]
+    pub sl: u8,
+    /// Sleep on CQ events (default poll)
+    #[arg(short = 'e', long)]
+    pub events: bool,
+    /// Local port GID index (default 1, the IPv4 GID; the C tools send none without -g)
+    #[arg(short = 'g', long = "gid-idx")]
+    pub gid_idx: Option<usize>,
+    /// Validate every received buffer
+    #[arg(short = 'c', long = "chk")]
+    pub check: bool,
+    /// Run both ends in this process over loopback
+    #[arg(long)]
+    pub loopback: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// ibv_ud_pingpong's flags.
+#[derive(Args, Debug, Clone)]
+pub struct UdArgs {
+    /// Server to connect to; none: be the server and wait
+    pub host: Option<String>,
+    #[arg(short = 'p', long, default_value_t = 18515)]
+    pub port: u16,
+    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
+    pub ib_port: u8,
+    /// Size of message to exchange (at most the port's MTU)
+    #[arg(short = 's', long, default_value_t = 2048)]
+    pub size: u32,
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
+    pub rx_depth: u32,
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub iters: u32,
+    #[arg(short = 'l', long, default_value_t = 0)]
+    pub sl: u8,
+    #[arg(short = 'e', long)]
+    pub events: bool,
+    #[arg(short = 'g', long = "gid-idx")]
+    pub gid_idx: Option<usize>,
+    #[arg(short = 'c', long = "chk")]
+    pub check: bool,
+    #[arg(long)]
+    pub loopback: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// What one end of either pingpong needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Params {
+    pub ud: bool,
+    pub host: Option<String>,
+    pub port: u16,
+    pub ib_port: u8,
+    pub size: u32,
+    pub mtu: u32,
+    pub rx_depth: u32,
+    pub iters: u32,
+    pub events: bool,
+    pub gid_idx: Option<usize>,
+    pub check: bool,
+}
+
+impl RcArgs {
+    fn params(&self) -> Params {
+        Params {
+            ud: false,
+            host: self.host.clone(),
+            port: self.port,
+            ib_port: self.ib_port,
+            size: self.size,
+            mtu: self.mtu,
+            rx_depth: self.rx_depth,
+            iters: self.iters,
+            events: self.events,
+            gid_idx: self.gid_idx,
+            check: self.check,
+        }
+    }
+}
+
+impl UdArgs {
+    fn params(&self) -> Params {
+        Params {
+            ud: true,
+            host: self.host.clone(),
+            port: self.port,
+            ib_port: self.ib_port,
+            size: self.size,
+            mtu: 0,
+            rx_depth: self.rx_depth,
+            iters: self.iters,
+            events: self.events,
+            gid_idx: self.gid_idx,
+            check: self.check,
+        }
+    }
+}
+
+pub fn run_rc(args: &RcArgs) -> ExitCode {
+    run(args.params(), &args.common, args.loopback)
+}
+
+pub fn run_ud(args: &UdArgs) -> ExitCode {
+    run(args.params(), &args.common, args.loopback)
+}
+
+fn run(p: Params, common: &CommonArgs, loopback: bool) -> ExitCode {
+    common.init_logging();
+    let result =
+        if loopback { run_loopback(p, common) } else { session::run(&p, common, None, None, &mut std::io::stdout()) };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Both ends in one process: the server on a thread with its own device (the
+/// next free loopback address) and an ephemeral TCP port; its lines are
+/// printed after the client's, prefixed `server:`.
+fn run_loopback(p: Params, common: &CommonArgs) -> Result<(), String> {
+    if p.host.is_some() {
+        return Err("--loopback runs both ends here: give no HOST".into());
+    }
+    let server = exchange::Server::bind(0)?;
+    let port = server.port();
+    let (sp, scommon) = (p.clone(), common.clone());
+    let server_thread = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let r = session::run(&sp, &scommon, Some(server), Some("server"), &mut out);
+        (r, out)
+    });
+    let client = Params { host: Some("127.0.0.1".into()), port, ..p };
+    // The client takes the next free loopback address, whatever -d says.
+    let client_common = CommonArgs { device: None, ..common.clone() };
+    let r = session::run(&client, &client_common, None, Some("client"), &mut std::io::stdout());
+    let (sr, sout) = server_thread.join().map_err(|_| "the server thread panicked".to_string())?;
+    let mut stdout = std::io::stdout().lock();
+    for line in String::from_utf8_lossy(&sout).lines() {
+        let _ = writeln!(stdout, "server: {line}");
+    }
+    r.and(sr.map_err(|e| format!("server: {e}")))
+}

@@ -1,0 +1,201 @@
+//! `uroce devinfo`, `pingpong` and `ud_pingpong` as users run them: output in the
+//! C tools' formats, both ends in one process (`--loopback`) and as two
+//! processes, under impairment, and the errors a user can act on. Each test uses
+//! its own loopback addresses and TCP port so tests run in parallel.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn uroce() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_uroce"))
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out: Output = uroce().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// A TCP port free right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits for a child, killing it (by PID, ours) if it outlives `limit`.
+fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn assert_address_line(line: &str, local: bool, ud: bool) {
+    let head = if local { "  local address:  LID 0x0000, QPN 0x" } else { "  remote address: LID 0x0000, QPN 0x" };
+    assert!(line.starts_with(head), "{line:?}");
+    let sep = if local && ud { ": GID " } else { ", GID " };
+    assert!(line.contains(", PSN 0x") && line.contains(sep), "{line:?}");
+}
+
+fn assert_results(lines: &[&str], iters: u32, size: u32) {
+    let bytes = u64::from(iters) * u64::from(size) * 2;
+    let a = lines.iter().find(|l| l.starts_with(&format!("{bytes} bytes in "))).expect("bytes line");
+    assert!(a.ends_with(" Mbit/sec") && a.contains(" seconds = "), "{a}");
+    let b = lines.iter().find(|l| l.starts_with(&format!("{iters} iters in "))).expect("iters line");
+    assert!(b.ends_with(" usec/iter"), "{b}");
+}
+
+#[test]
+fn rc_loopback_checks_data_and_prints_like_ibv_rc_pingpong() {
+    let (code, out, err) = run(&["pingpong", "--loopback", "-n", "200", "-c", "-d", "udp:127.0.60.1"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_address_line(lines[0], true, false);
+    assert_address_line(lines[1], false, false);
+    assert_results(&lines, 200, 4096);
+    assert!(lines.iter().any(|l| l.starts_with("server:   local address:  LID 0x0000")), "{out}");
+}
+
+#[test]
+fn ud_loopback_prints_like_ibv_ud_pingpong() {
+    let (code, out, err) = run(&["ud_pingpong", "--loopback", "-n", "100", "-s", "1024", "-c", "-d", "udp:127.0.61.1"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_address_line(lines[0], true, true);
+    assert_address_line(lines[1], false, true);
+    assert_results(&lines, 100, 1024);
+}
+
+#[test]
+fn two_processes_find_each_other() {
+    for (sub, net) in [("pingpong", 62), ("ud_pingpong", 63)] {
+        let port = free_port().to_string();
+        let server_dev = format!("udp:127.0.{net}.1");
+        let client_dev = format!("udp:127.0.{net}.2");
+        let server = uroce()
+            .args([sub, "-n", "50", "-s", "512", "-p", &port, "-d", &server_dev])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The client retries its TCP connect until the server listens (bounded).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let client = loop {
+            let (code, out, err) = run(&[sub, "-n", "50", "-s", "512", "-p", &port, "-d", &client_dev, "127.0.0.1"]);
+            if code == 0 || !err.contains("Couldn't connect") || Instant::now() > deadline {
+                break (code, out, err);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let server = wait_bounded(server, Duration::from_secs(30));
+        assert_eq!(client.0, 0, "{sub} client: {}", client.2);
+        assert!(server.status.success(), "{sub} server: {}", String::from_utf8_lossy(&server.stderr));
+        let s = String::from_utf8_lossy(&server.stdout);
+        assert!(s.contains(&format!("GID ::ffff:127.0.{net}.2")), "{s}");
+        assert_results(&client.1.lines().collect::<Vec<_>>(), 50, 512);
+    }
+}
+
+#[test]
+fn events_mode_and_impaired_link_still_verify() {
+    let (code, out, err) = run(&["pingpong", "--loopback", "-e", "-n", "100", "-c", "-d", "udp:127.0.64.1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_results(&out.lines().collect::<Vec<_>>(), 100, 4096);
+    let args = ["--loss", "0.05", "--reorder", "0.05", "--seed", "7", "--stats", "-d", "udp:127.0.65.1"];
+    let (code, out, err) = run(&[&["pingpong", "--loopback", "-n", "100", "-c"][..], &args[..]].concat());
+    assert_eq!(code, 0, "{err}");
+    let retried = out.lines().any(|l| {
+        let mut f = l.split_whitespace();
+        matches!((f.next(), f.next()), (Some("duplicate_request" | "rcvd_seq_err" | "out_of_seq_request"), Some(v)) if v != "0")
+    });
+    assert!(retried, "5% loss should show in the counters:\n{out}");
+}
+
+#[test]
+fn loopback_capture_decodes_with_every_icrc_ok() {
+    let dir = std::env::temp_dir().join(format!("uroce-pp-pcap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("pp.pcap");
+    let (code, _, err) =
+        run(&["pingpong", "--loopback", "-n", "20", "--pcap", pcap.to_str().unwrap(), "-d", "udp:127.0.66.1"]);
+    assert_eq!(code, 0, "{err}");
+    for side in ["server", "client"] {
+        let f: PathBuf = dir.join(format!("pp-{side}.pcap"));
+        let (code, out, err) = run(&["dump", "--check", f.to_str().unwrap()]);
+        assert_eq!(code, 0, "{side}: {err}\n{out}");
+        let last = out.lines().last().unwrap();
+        // 20 iterations of 4 KiB at MTU 1024: 4 SENDs and an ACK each way, both directions.
+        assert!(last.starts_with("200 frames, 200 RoCEv2, 200 ICRC ok"), "{side}: {last}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn devinfo_has_ibv_devinfo_layout() {
+    let (code, out, err) = run(&["devinfo", "-v", "-d", "udp:127.0.67.1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("hca_id:\tudp:127.0.67.1\n\ttransport:\t\t\tInfiniBand (0)\n"), "{out}");
+    for needle in [
+        "\t\tport:\t1\n",
+        "\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n",
+        "\t\t\tmax_mtu:\t\t4096 (5)\n",
+        "\t\t\tlink_layer:\t\tEthernet\n",
+        "\tatomic_cap:\t\t\tATOMIC_HCA (1)\n",
+        "\t\t\tGID[  1]:\t\t0000:0000:0000:0000:0000:ffff:7f00:4301, RoCE v2\n",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?} in\n{out}");
+    }
+    let (code, out, _) = run(&["devinfo", "-l"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(" found:\n\tudp:127.0.0.1\n"), "{out}");
+}
+
+#[test]
+fn errors_name_the_cause_and_the_fix() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["pingpong", "-g", "9", "-d", "udp:127.0.68.1", "127.0.0.1"], "no GID index 9"),
+        (&["pingpong", "-i", "2", "-d", "udp:127.0.68.2"], "give -i 1"),
+        (&["pingpong", "-m", "3000", "-d", "udp:127.0.68.3"], "256, 512, 1024, 2048, 4096"),
+        (&["ud_pingpong", "-s", "5000", "-d", "udp:127.0.68.4"], "Requested size larger than port MTU (4096)"),
+        (&["pingpong", "-d", "eth0:nope"], "expected udp:IP"),
+        (&["pingpong", "-p", "1", "-d", "udp:127.0.68.5", "127.0.0.1"], "Couldn't connect to 127.0.0.1:1"),
+    ];
+    for (args, needle) in cases {
+        let (code, _, err) = run(args);
+        assert_ne!(code, 0, "{args:?} succeeded");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+}
+
+/// A pingpong server that answers the exchange with a peer that does not exist.
+#[test]
+fn an_unreachable_peer_is_a_retry_error_not_a_hang() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let fake = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut msg = [0u8; 52];
+        s.read_exact(&mut msg).unwrap();
+        // LID 0, QPN 0x000123, PSN 0x000001, GID ::ffff:127.0.69.9 (nobody there).
+        let mut reply = b"0000:000123:000001:00000000000000000000ffff7f004509".to_vec();
+        reply.push(0);
+        s.write_all(&reply).unwrap();
+        let _ = s.read(&mut msg);
+    });
+    let (code, _, err) = run(&["pingpong", "-n", "5", "-p", &port, "-d", "udp:127.0.69.1", "127.0.0.1"]);
+    fake.join().unwrap();
+    assert_eq!(code, 1);
+    assert!(err.contains("Failed status transport retry counter exceeded (12) for wr_id 2"), "{err}");
+    assert!(err.contains("the peer does not answer"), "{err}");
+}
