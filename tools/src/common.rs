@@ -17,7 +17,7 @@ pub struct CommonArgs {
     /// Capture what uroce sends and receives to this pcap file
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
-    /// Drop this fraction of packets (0..1), both directions
+    /// Drop this fraction of the packets sent (0..1)
     #[arg(long, value_name = "P", default_value_t = 0.0)]
     pub loss: f64,
     /// Duplicate this fraction of packets
@@ -57,20 +57,24 @@ impl CommonArgs {
                 return Err(format!("{name} {p}: give a probability between 0 and 1"));
             }
         }
-        let faults = Faults {
+        // Each packet crosses one transmit: loss, duplication, reordering and
+        // delay there make P the chance per packet on the wire. Corruption can
+        // only be modelled on receive (the link signs what it is given).
+        let tx = Faults {
             loss: self.loss,
             duplicate: self.dup,
             reorder: self.reorder,
-            corrupt: self.corrupt,
+            corrupt: 0.0,
             delay: Duration::from_micros(self.delay),
             jitter: Duration::ZERO,
             reorder_delay: Duration::from_micros(200),
         };
+        let rx = Faults { corrupt: self.corrupt, ..Faults::default() };
         let probabilities = [self.loss, self.dup, self.reorder, self.corrupt];
         if probabilities.iter().all(|&p| p == 0.0) && self.delay == 0 {
             return Ok(None);
         }
-        Ok(Some(ImpairConfig::both(self.seed.unwrap_or(1), faults)))
+        Ok(Some(ImpairConfig { seed: self.seed.unwrap_or(1), tx, rx }))
     }
 
     fn options(&self, progress: Progress, pcap: Option<PathBuf>) -> Result<OpenOptions, String> {
