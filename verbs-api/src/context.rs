@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use uroce_stack::link::{Link, LinkInfo, LinkStats, RxDatagram, TxDatagram};
-use uroce_transport::engine::{Counters, Engine, Gid, Instant, RxMeta, Transmit, MAX_PACKET_LEN};
+use uroce_transport::engine::{Counters, Engine, Event, Gid, Instant, RxMeta, Transmit, MAX_PACKET_LEN};
 
 /// How the context moves packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -30,6 +30,7 @@ pub enum Progress {
 /// Options for [`crate::Device::open_with`].
 #[derive(Debug, Clone, Default)]
 pub struct OpenOptions {
+    /// How the context moves packets.
     pub progress: Progress,
     /// Seeds QP numbers, keys and initial PSNs; `None` takes one from the clock.
     pub seed: Option<u64>,
@@ -156,18 +157,22 @@ impl Context {
         shared.round_with(&mut batch, Duration::ZERO)
     }
 
+    /// How this context was opened to move packets.
     pub fn progress_mode(&self) -> Progress {
         self.0.progress
     }
 
+    /// A protection domain (`ibv_alloc_pd`).
     pub fn alloc_pd(&self) -> Pd {
         Pd::new(self.clone())
     }
 
+    /// The device's attributes and limits (`ibv_query_device`).
     pub fn query_device(&self) -> DeviceAttr {
         self.shared().device_attr.clone()
     }
 
+    /// Port 1's attributes (`ibv_query_port`).
     pub fn query_port(&self) -> PortAttr {
         PortAttr::for_link(&self.shared().info)
     }
@@ -184,6 +189,7 @@ impl Context {
         &self.shared().info
     }
 
+    /// The link's counters: packets, bytes, syscalls, drops.
     pub fn link_stats(&self) -> LinkStats {
         self.shared().link.lock().unwrap_or_else(|e| e.into_inner()).stats()
     }
@@ -191,6 +197,32 @@ impl Context {
     /// The engine's counters, with the kernel rxe's names.
     pub fn counters(&self) -> Counters {
         self.shared().engine().counters().clone()
+    }
+
+    /// The next asynchronous event, if one is waiting (`ibv_get_async_event`
+    /// without blocking): a QP gone to error, a CQ overflow, an SRQ limit, a
+    /// drained SQ. Each is also logged when it is taken.
+    pub fn poll_async_event(&self) -> Option<Event> {
+        let event = self.shared().engine().poll_event()?;
+        tracing::warn!("uroce: async event {event:?}");
+        Some(event)
+    }
+
+    /// Waits up to `timeout` for an asynchronous event (`ibv_get_async_event`).
+    pub fn get_async_event(&self, timeout: Duration) -> Result<Event, Error> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(e) = self.poll_async_event() {
+                return Ok(e);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(Error::Timeout { verb: "ibv_get_async_event" });
+            }
+            if self.progress_mode() == Progress::Manual {
+                self.progress();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 }
 

@@ -102,10 +102,12 @@ impl Cq {
         self.0.ctx.shared().engine().cq_overflowed(self.0.handle)
     }
 
+    /// The number of entries the CQ was created with.
     pub fn cqe(&self) -> usize {
         self.0.cqe
     }
 
+    /// The context the CQ belongs to.
     pub fn context(&self) -> &Context {
         &self.0.ctx
     }

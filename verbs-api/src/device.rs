@@ -10,6 +10,7 @@ use uroce_transport::engine::{Mtu, MAX_RD_ATOMIC};
 /// `packet:eth0`, `tap:uroce0,ip=10.0.0.1/24`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
+    /// The device spec, which is also its name.
     pub name: String,
 }
 
@@ -55,28 +56,49 @@ pub(crate) fn engine_mtu(bytes: usize) -> Mtu {
 /// has none of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceAttr {
+    /// uroce's version.
     pub fw_ver: String,
+    /// EUI-64 from the link's MAC (or, for udp, its IP).
     pub node_guid: u64,
+    /// The same as `node_guid`.
     pub sys_image_guid: u64,
+    /// Largest region that can be registered.
     pub max_mr_size: u64,
+    /// Page sizes supported.
     pub page_size_cap: u64,
+    /// 0xffffff, as rxe.
     pub vendor_id: u32,
+    /// 0.
     pub vendor_part_id: u32,
+    /// 0.
     pub hw_ver: u32,
+    /// Most QPs.
     pub max_qp: u32,
+    /// Most outstanding WRs per queue.
     pub max_qp_wr: u32,
+    /// Most scatter/gather entries per WR.
     pub max_sge: u32,
+    /// Most CQs.
     pub max_cq: u32,
+    /// Most entries per CQ.
     pub max_cqe: u32,
+    /// Most memory regions.
     pub max_mr: u32,
+    /// Most protection domains.
     pub max_pd: u32,
+    /// Most outstanding RDMA READs/atomics a QP serves as responder.
     pub max_qp_rd_atom: u32,
+    /// Most it may have outstanding as requester.
     pub max_qp_init_rd_atom: u32,
     /// "ATOMIC_HCA": atomics are atomic across the whole device.
     pub atomic_cap: &'static str,
+    /// Most SRQs.
     pub max_srq: u32,
+    /// Most WRs per SRQ.
     pub max_srq_wr: u32,
+    /// Most scatter/gather entries per SRQ WR.
     pub max_srq_sge: u32,
+    /// Ports: always 1.
     pub phys_port_cnt: u8,
 }
 
@@ -122,19 +144,28 @@ fn node_guid(info: &LinkInfo) -> u64 {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `enum ibv_port_state`: a uroce port is always active once opened.
 pub enum PortState {
+    /// PORT_ACTIVE (4).
     Active,
 }
 
 /// `struct ibv_port_attr` for the device's one port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortAttr {
+    /// Always active.
     pub state: PortState,
+    /// 4096.
     pub max_mtu: Mtu,
+    /// The path MTU of the link: the largest IB MTU that fits.
     pub active_mtu: Mtu,
+    /// Entries in the GID table.
     pub gid_tbl_len: u32,
+    /// 0 on RoCE.
     pub lid: u16,
+    /// 0 on RoCE.
     pub sm_lid: u16,
+    /// `Ethernet`.
     pub link_layer: &'static str,
 }
 

@@ -6,27 +6,41 @@ use uroce_stack::link::LinkError;
 use uroce_transport::engine;
 
 #[derive(Debug)]
+/// Why a verb failed.
 pub enum Error {
     /// The engine refused the call.
     Engine {
+        /// The verb, as libibverbs names it.
         verb: &'static str,
+        /// What the engine said.
         err: engine::Error,
     },
     /// The device could not be opened.
     Device(LinkError),
+    /// A GID index past the end of the table.
     NoSuchGid {
+        /// The index asked for.
         index: usize,
+        /// The table's length.
         len: usize,
     },
+    /// An argument out of range.
     InvalidValue {
+        /// The verb.
         verb: &'static str,
+        /// What was wrong.
         what: String,
     },
+    /// A wait that ended without a result.
     Timeout {
+        /// The verb.
         verb: &'static str,
     },
+    /// The operating system refused.
     Os {
+        /// The verb.
         verb: &'static str,
+        /// The error.
         err: io::Error,
     },
 }
@@ -58,7 +72,9 @@ impl Error {
 /// (`bad_wr` of `ibv_post_send`); the ones before it were posted.
 #[derive(Debug)]
 pub struct PostError {
+    /// The first work request not posted.
     pub index: usize,
+    /// Why.
     pub error: Error,
 }
 

@@ -100,8 +100,8 @@
 //!
 //! # Event-driven: a completion channel
 //!
-//! [`CompChannel`] is a file descriptor (an eventfd): register it with epoll or
-//! mio, or wait with [`CompChannel::get_cq_event`]. Arm, wait, poll, re-arm.
+//! [`CompChannel`](crate::CompChannel) is a file descriptor (an eventfd): register it with epoll or
+//! mio, or wait with [`get_cq_event`](crate::CompChannel::get_cq_event). Arm, wait, poll, re-arm.
 //!
 //! ```
 //! use std::os::fd::AsRawFd;

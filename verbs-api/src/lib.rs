@@ -35,6 +35,9 @@
 //! assert_eq!(&dst.to_vec()[..11], b"hello, RDMA");
 //! ```
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 mod channel;
 mod context;
 mod cq;

@@ -21,6 +21,7 @@ impl Pd {
         Pd(Arc::new(PdInner { ctx, pd }))
     }
 
+    /// The context the PD belongs to.
     pub fn context(&self) -> &Context {
         &self.0.ctx
     }
@@ -107,18 +108,23 @@ impl Mr {
     pub fn addr(&self) -> u64 {
         self.0.addr
     }
+    /// The region's length in bytes.
     pub fn len(&self) -> usize {
         self.0.len
     }
+    /// Whether the region is empty (never: zero-length registrations are refused).
     pub fn is_empty(&self) -> bool {
         self.0.len == 0
     }
+    /// The local key, for SGEs.
     pub fn lkey(&self) -> u32 {
         self.0.lkey
     }
+    /// The remote key, for peers' RDMA and atomics.
     pub fn rkey(&self) -> u32 {
         self.0.rkey
     }
+    /// The PD the region belongs to.
     pub fn pd(&self) -> &Pd {
         &self.0.pd
     }
@@ -139,6 +145,7 @@ impl Mr {
         self.0.bytes.write()[offset..offset + src.len()].copy_from_slice(src);
     }
 
+    /// A copy of the whole region.
     pub fn to_vec(&self) -> Vec<u8> {
         self.0.bytes.read().to_vec()
     }
@@ -162,6 +169,7 @@ pub struct Ah {
 }
 
 impl Ah {
+    /// The destination GID.
     pub fn dgid(&self) -> Gid {
         self.dgid
     }

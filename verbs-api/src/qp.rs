@@ -14,16 +14,22 @@ use uroce_transport::engine::{
 /// What `create_qp` needs (`struct ibv_qp_init_attr`).
 #[derive(Clone)]
 pub struct QpInit {
+    /// RC, UC or UD.
     pub qp_type: QpType,
+    /// Where send completions go.
     pub send_cq: Cq,
+    /// Where receive completions go.
     pub recv_cq: Cq,
+    /// A shared receive queue instead of the QP's own.
     pub srq: Option<Srq>,
+    /// Queue sizes.
     pub cap: QpCap,
     /// Every send WR completes, signaled or not.
     pub sq_sig_all: bool,
 }
 
 impl QpInit {
+    /// A QP of `qp_type` with default capacities, signaling only the WRs that ask.
     pub fn new(qp_type: QpType, send_cq: &Cq, recv_cq: &Cq) -> QpInit {
         QpInit {
             qp_type,
@@ -34,12 +40,15 @@ impl QpInit {
             sq_sig_all: false,
         }
     }
+    /// An RC QP.
     pub fn rc(send_cq: &Cq, recv_cq: &Cq) -> QpInit {
         QpInit::new(QpType::Rc, send_cq, recv_cq)
     }
+    /// A UC QP.
     pub fn uc(send_cq: &Cq, recv_cq: &Cq) -> QpInit {
         QpInit::new(QpType::Uc, send_cq, recv_cq)
     }
+    /// A UD QP.
     pub fn ud(send_cq: &Cq, recv_cq: &Cq) -> QpInit {
         QpInit::new(QpType::Ud, send_cq, recv_cq)
     }
@@ -49,19 +58,29 @@ impl QpInit {
 /// (QPN, PSN, GID) and the usual RC parameters, with rc_pingpong's defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectAttr {
+    /// The peer's QP number.
     pub dest_qpn: u32,
     /// The peer's initial PSN: our receive PSN.
     pub rq_psn: u32,
     /// Our initial PSN; `None` takes [`Qp::initial_psn`].
     pub sq_psn: Option<u32>,
+    /// The peer's GID.
     pub dgid: Gid,
+    /// Our GID index (1: the IPv4 GID, as `-g 1`).
     pub sgid_index: u8,
+    /// Path MTU.
     pub path_mtu: Mtu,
+    /// Local ACK timeout: 4.096 us x 2^timeout.
     pub timeout: u8,
+    /// Retries after a timeout or sequence NAK (at most 7).
     pub retry_cnt: u8,
+    /// Retries after an RNR NAK (7: forever).
     pub rnr_retry: u8,
+    /// The RNR timer code we send as responder.
     pub min_rnr_timer: u8,
+    /// READs/atomics we keep outstanding as requester.
     pub max_rd_atomic: u8,
+    /// READs/atomics we serve at once as responder.
     pub max_dest_rd_atomic: u8,
     /// Remote access this QP grants (RC/UC).
     pub access: AccessFlags,
@@ -70,6 +89,7 @@ pub struct ConnectAttr {
 }
 
 impl ConnectAttr {
+    /// Connect to QP `dest_qpn` at `dgid` whose first PSN is `rq_psn`, with rc_pingpong's defaults.
     pub fn new(dest_qpn: u32, rq_psn: u32, dgid: Gid) -> ConnectAttr {
         ConnectAttr {
             dest_qpn,
@@ -148,12 +168,15 @@ impl Pd {
 }
 
 impl Qp {
+    /// The QP number.
     pub fn qp_num(&self) -> u32 {
         self.0.qpn
     }
+    /// RC, UC or UD.
     pub fn qp_type(&self) -> QpType {
         self.0.qp_type
     }
+    /// The PD the QP belongs to.
     pub fn pd(&self) -> &Pd {
         &self.0.pd
     }
@@ -177,6 +200,7 @@ impl Qp {
         self.0.pd.context().shared().engine().query_qp(self.0.qpn).unwrap_or_default()
     }
 
+    /// The current state.
     pub fn state(&self) -> QpState {
         self.query().qp_state
     }

@@ -29,6 +29,7 @@ impl Pd {
 }
 
 impl Srq {
+    /// Posts one receive to the SRQ (`ibv_post_srq_recv`).
     pub fn post_recv(&self, wr: &RecvWr) -> Result<(), Error> {
         let shared = self.0.pd.context().shared();
         shared.engine().post_srq_recv(self.0.handle, wr.clone()).map_err(Error::engine("ibv_post_srq_recv"))
@@ -45,6 +46,7 @@ impl Srq {
         self.0.pd.context().shared().engine().srq_len(self.0.handle)
     }
 
+    /// Whether no receive is posted.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
