@@ -33,7 +33,9 @@
 # a parent-death signal, so even a SIGKILLed lab leaves no QEMU running; its
 # namespace is removed by lab_cleanup_stale (lab_init calls it).
 
+case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH="$PATH:/usr/sbin:/sbin" ;; esac
 LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck disable=SC2034 # for the scripts that source this file
 LAB_REPO=$(cd "$LAB_DIR/../.." && pwd)
 
 LAB_NET=198.18.0
@@ -194,6 +196,7 @@ lab_pid_start_time() { # PID: field 22 of /proc/PID/stat (clock ticks since boot
   local stat
   stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
   stat=${stat##*) }
+  # shellcheck disable=SC2086 # split into fields
   set -- $stat
   echo "${20}"
 }
