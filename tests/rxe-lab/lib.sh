@@ -50,7 +50,7 @@ LAB_UROCE_MAC=02:00:00:00:00:03
 
 LAB_BOOT_TIMEOUT=${UROCE_LAB_BOOT_TIMEOUT:-120}
 LAB_GUEST_MEM=${UROCE_LAB_GUEST_MEM:-1024}
-LAB_MAX_GUESTS=2
+LAB_MAX_GUESTS=${UROCE_LAB_MAX_GUESTS:-2} # this machine: 2 cores shared
 
 LAB_NS=${LAB_NS:-}     # set by lab_init; inherited by commands `lab exec` runs
 LAB_RUN=${LAB_RUN:-}
