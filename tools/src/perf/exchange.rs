@@ -169,6 +169,11 @@ impl Comm {
         self.stream.write_all(buf).map_err(|e| self.failed("sending", what, e))
     }
 
+    /// Tells the peer this end will send nothing more (a TCP half-close).
+    pub fn finish_sending(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+    }
+
     /// Whether the peer has closed the connection (it ended, on an error:
     /// perftest's ends never close it during a test).
     pub fn peer_closed(&self) -> bool {

@@ -47,6 +47,7 @@ fn write_lat(s: &mut Session) -> Result<(), String> {
         report(s, &samples)?;
     }
     s.out.print(RESULT_LINE);
+    s.linger();
     Ok(())
 }
 
@@ -122,8 +123,8 @@ impl Lat {
 }
 
 /// Waits for our own send's completion; an error status ends the test.
-fn send_done(s: &Session, scnt: u64, ccnt: u64) -> Result<WorkCompletion, String> {
-    let wc = s.wait_one(&s.res.send_cq)?;
+fn send_done(s: &Session, scnt: u64, ccnt: u64, watch: Watch) -> Result<WorkCompletion, String> {
+    let wc = s.wait_one(&s.res.send_cq, watch)?;
     if wc.status != WcStatus::Success {
         return Err(send_error(&wc, scnt, ccnt));
     }
@@ -161,7 +162,8 @@ fn run_iter_lat_write(s: &mut Session, size: u64) -> Result<LatSamples, String> 
             break;
         }
         if ccnt < iters || dur {
-            send_done(s, scnt, ccnt)?;
+            // The peer may be done and gone while our last ACK is resent.
+            send_done(s, scnt, ccnt, Watch::stall_only())?;
             ccnt += 1;
             lat.count();
         }
@@ -184,7 +186,7 @@ fn run_iter_lat(s: &mut Session, size: u64) -> Result<LatSamples, String> {
         if dur && lat.ended() {
             break;
         }
-        send_done(s, scnt, scnt)?;
+        send_done(s, scnt, scnt, Watch::new())?;
         lat.count();
     }
     Ok(lat.samples(s, size, 1))
@@ -212,7 +214,7 @@ fn run_iter_lat_send(s: &mut Session, size: u64) -> Result<LatSamples, String> {
             let wr = s.res.send_wr(&s.p, 0, &s.rem[0], size, 0, signaled);
             s.res.qps[0].post_send(&wr).map_err(|e| format!("Couldn't post send: scnt={scnt}: {e}"))?;
             if signaled {
-                send_done(s, scnt, scnt)?;
+                send_done(s, scnt, scnt, Watch::new())?;
             }
         }
     }

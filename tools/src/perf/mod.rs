@@ -74,11 +74,11 @@ fn run_args(args: &PerfArgs) -> Result<(), String> {
 }
 
 /// Each end moves its own packets from the thread that runs the test, as
-/// perftest's thread polls a NIC; with -e it sleeps on events, so a
-/// busy-polling thread moves them.
+/// perftest's thread polls a NIC; with -e that thread sleeps on completion
+/// events, and a progress thread that sleeps on the link moves them.
 fn progress(f: &PerftestFlags) -> Progress {
     if f.events {
-        Progress::BusyPoll
+        Progress::Blocking
     } else {
         Progress::Manual
     }
@@ -96,8 +96,7 @@ fn run_end(p: Params, ctx: &Context, conn: Connector, out: Out) -> Result<(), St
 }
 
 /// `--loopback`: the server on a thread with its own device (the next
-/// loopback address) and an ephemeral TCP port, the client here. Impairments
-/// apply to the client's link only, so each packet meets them once.
+/// loopback address) and an ephemeral TCP port, the client here.
 fn run_loopback(args: &PerfArgs) -> Result<(), String> {
     if let Some(host) = &args.host {
         return Err(format!("--loopback runs both ends here: give no host (not {host})"));
@@ -133,9 +132,12 @@ fn run_loopback(args: &PerfArgs) -> Result<(), String> {
 }
 
 /// The server's device flags in --loopback: the next address after the
-/// client's udp device (or the first free loopback address), no impairment.
+/// client's udp device (or the first free loopback address), and a seed of
+/// its own (or its QPNs and PSNs would be the client's). Impairments act on
+/// what each end transmits, so every packet meets them once.
 fn server_common(common: &CommonArgs) -> Result<CommonArgs, String> {
-    let mut c = CommonArgs { loss: 0.0, dup: 0.0, reorder: 0.0, corrupt: 0.0, delay: 0, ..common.clone() };
+    let seed = common.seed.map(|s| s.wrapping_add(1));
+    let mut c = CommonArgs { seed, ..common.clone() };
     if let Some(dev) = &common.device {
         c.device = Some(next_udp(dev)?);
     }

@@ -183,6 +183,19 @@ impl Session {
         Ok(())
     }
 
+    /// The end of a test without a closing handshake (write_lat): tell the
+    /// peer we are done, and keep answering it (its last ACK may need a
+    /// retransmission) until it is done too.
+    pub fn linger(&mut self) {
+        self.comm.finish_sending();
+        let since = Instant::now();
+        while !self.comm.peer_closed() && since.elapsed() < STALL {
+            for _ in 0..100 {
+                self.idle();
+            }
+        }
+    }
+
     /// `ctx_hand_shake` on the first QP: a barrier between the two ends.
     pub fn sync(&mut self) -> Result<(), String> {
         self.comm.hand_shake(&self.my[0]).map(|_| ())
@@ -197,9 +210,8 @@ impl Session {
     }
 
     /// Polls `cq` until one completion arrives (with -e, after an event).
-    pub fn wait_one(&self, cq: &Cq) -> Result<WorkCompletion, String> {
+    pub fn wait_one(&self, cq: &Cq, mut watch: Watch) -> Result<WorkCompletion, String> {
         let mut wc = [blank_wc()];
-        let mut watch = Watch::new();
         loop {
             self.wait_event()?;
             if cq.poll(&mut wc) == 1 {
@@ -227,11 +239,17 @@ const PEER_CHECK: Duration = Duration::from_millis(100);
 pub struct Watch {
     since: Instant,
     checked: Instant,
+    tcp: bool,
 }
 
 impl Watch {
     pub fn new() -> Watch {
-        Watch { since: Instant::now(), checked: Instant::now() }
+        Watch { since: Instant::now(), checked: Instant::now(), tcp: true }
+    }
+    /// A wait during which the peer may end normally (write_lat has no
+    /// closing handshake): only the stall counts.
+    pub fn stall_only() -> Watch {
+        Watch { tcp: false, ..Watch::new() }
     }
     /// Something happened: the stall clock starts again.
     pub fn progressed(&mut self) {
@@ -239,7 +257,7 @@ impl Watch {
     }
     fn check(&mut self, comm: &Comm) -> Result<(), String> {
         let now = Instant::now();
-        if now - self.checked >= PEER_CHECK {
+        if self.tcp && now - self.checked >= PEER_CHECK {
             self.checked = now;
             if comm.peer_closed() {
                 return Err(
