@@ -10,9 +10,9 @@ use clap::Args;
 use std::io::Write;
 use std::process::ExitCode;
 
-/// ibv_rc_pingpong's flags.
+/// The flags ibv_rc_pingpong and ibv_ud_pingpong share.
 #[derive(Args, Debug, Clone)]
-pub struct RcArgs {
+pub struct SharedArgs {
     /// Server to connect to; none: be the server and wait
     pub host: Option<String>,
     /// Listen on/connect to TCP port
@@ -21,12 +21,6 @@ pub struct RcArgs {
     /// Use port PORT of the device
     #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
     pub ib_port: u8,
-    /// Size of message to exchange
-    #[arg(short = 's', long, default_value_t = 4096)]
-    pub size: u32,
-    /// Path MTU
-    #[arg(short = 'm', long, default_value_t = 1024)]
-    pub mtu: u32,
     /// Number of receives to post at a time
     #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
     pub rx_depth: u32,
@@ -52,34 +46,27 @@ pub struct RcArgs {
     pub common: CommonArgs,
 }
 
+/// ibv_rc_pingpong's flags.
+#[derive(Args, Debug, Clone)]
+pub struct RcArgs {
+    /// Size of message to exchange
+    #[arg(short = 's', long, default_value_t = 4096)]
+    pub size: u32,
+    /// Path MTU
+    #[arg(short = 'm', long, default_value_t = 1024)]
+    pub mtu: u32,
+    #[command(flatten)]
+    pub shared: SharedArgs,
+}
+
 /// ibv_ud_pingpong's flags.
 #[derive(Args, Debug, Clone)]
 pub struct UdArgs {
-    /// Server to connect to; none: be the server and wait
-    pub host: Option<String>,
-    #[arg(short = 'p', long, default_value_t = 18515)]
-    pub port: u16,
-    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
-    pub ib_port: u8,
     /// Size of message to exchange (at most the port's MTU)
     #[arg(short = 's', long, default_value_t = 2048)]
     pub size: u32,
-    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
-    pub rx_depth: u32,
-    #[arg(short = 'n', long, default_value_t = 1000)]
-    pub iters: u32,
-    #[arg(short = 'l', long, default_value_t = 0)]
-    pub sl: u8,
-    #[arg(short = 'e', long)]
-    pub events: bool,
-    #[arg(short = 'g', long = "gid-idx")]
-    pub gid_idx: Option<usize>,
-    #[arg(short = 'c', long = "chk")]
-    pub check: bool,
-    #[arg(long)]
-    pub loopback: bool,
     #[command(flatten)]
-    pub common: CommonArgs,
+    pub shared: SharedArgs,
 }
 
 /// What one end of either pingpong needs.
@@ -98,15 +85,15 @@ pub(crate) struct Params {
     pub check: bool,
 }
 
-impl RcArgs {
-    fn params(&self) -> Params {
+impl SharedArgs {
+    fn params(&self, ud: bool, size: u32, mtu: u32) -> Params {
         Params {
-            ud: false,
+            ud,
             host: self.host.clone(),
             port: self.port,
             ib_port: self.ib_port,
-            size: self.size,
-            mtu: self.mtu,
+            size,
+            mtu,
             rx_depth: self.rx_depth,
             iters: self.iters,
             events: self.events,
@@ -116,30 +103,16 @@ impl RcArgs {
     }
 }
 
-impl UdArgs {
-    fn params(&self) -> Params {
-        Params {
-            ud: true,
-            host: self.host.clone(),
-            port: self.port,
-            ib_port: self.ib_port,
-            size: self.size,
-            mtu: 0,
-            rx_depth: self.rx_depth,
-            iters: self.iters,
-            events: self.events,
-            gid_idx: self.gid_idx,
-            check: self.check,
-        }
-    }
-}
-
+/// `uroce pingpong`.
 pub fn run_rc(args: &RcArgs) -> ExitCode {
-    run(args.params(), &args.common, args.loopback)
+    let s = &args.shared;
+    run(s.params(false, args.size, args.mtu), &s.common, s.loopback)
 }
 
+/// `uroce ud_pingpong` (no path MTU flag: a UD message fits one packet).
 pub fn run_ud(args: &UdArgs) -> ExitCode {
-    run(args.params(), &args.common, args.loopback)
+    let s = &args.shared;
+    run(s.params(true, args.size, 0), &s.common, s.loopback)
 }
 
 fn run(p: Params, common: &CommonArgs, loopback: bool) -> ExitCode {
