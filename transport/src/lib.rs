@@ -20,3 +20,5 @@ pub mod wire;
 pub use psn::Psn;
 pub mod engine;
 pub mod sim;
+
+pub mod cm;

@@ -158,6 +158,8 @@ pub enum Error {
     MissingUdDest,
     /// Registration asked remote write or atomic without local write.
     InvalidAccess(AccessFlags),
+    /// The GSI QP (QP1) exists already: an engine has one.
+    GsiQpExists,
     Modify(ModifyError),
 }
 
@@ -176,6 +178,7 @@ impl fmt::Display for Error {
             Error::InvalidOperation { qp_type, op } => write!(f, "{op} is not an operation of a {qp_type:?} QP"),
             Error::MissingUdDest => write!(f, "a UD send needs a destination (address handle, QPN, Q_Key)"),
             Error::InvalidAccess(a) => write!(f, "access {a:?}: remote write or atomic needs local write"),
+            Error::GsiQpExists => write!(f, "QP1 (the GSI QP) exists already"),
             Error::Modify(e) => write!(f, "{e}"),
         }
     }
@@ -345,6 +348,36 @@ impl Engine {
 
     /// Creates a QP in RESET with a QP number drawn from the seed.
     pub fn create_qp(&mut self, init: QpInitAttr) -> Result<u32, Error> {
+        self.check_init(&init)?;
+        // QPNs 0 and 1 are special; rxe's pool starts at 0x11.
+        let qpn = loop {
+            let q = self.rng.gen_range(0x11..=Psn::MASK);
+            if !self.qps.contains_key(&q) {
+                break q;
+            }
+        };
+        self.qps.insert(qpn, Qp::new(qpn, init));
+        Ok(qpn)
+    }
+
+    /// Creates QP1, the General Services Interface QP that carries CM MADs:
+    /// a UD QP with the fixed QP number 1 (RoCE has no QP0). Its user moves it
+    /// to RTS with Q_Key 0x80010000 like any UD QP.
+    pub fn create_gsi_qp(&mut self, init: QpInitAttr) -> Result<u32, Error> {
+        const GSI_QPN: u32 = 1;
+        if init.qp_type != QpType::Ud {
+            return Err(Error::InvalidOperation { qp_type: init.qp_type, op: "QP1 (the GSI QP is UD)" });
+        }
+        if self.qps.contains_key(&GSI_QPN) {
+            return Err(Error::GsiQpExists);
+        }
+        self.check_init(&init)?;
+        self.qps.insert(GSI_QPN, Qp::new(GSI_QPN, init));
+        Ok(GSI_QPN)
+    }
+
+    /// The PD, CQs and SRQ a new QP names exist.
+    fn check_init(&self, init: &QpInitAttr) -> Result<(), Error> {
         if !self.pds.contains(&init.pd) {
             return Err(Error::NoSuchPd(init.pd));
         }
@@ -358,15 +391,7 @@ impl Engine {
                 return Err(Error::NoSuchSrq(s));
             }
         }
-        // QPNs 0 and 1 are special; rxe's pool starts at 0x11.
-        let qpn = loop {
-            let q = self.rng.gen_range(0x11..=Psn::MASK);
-            if !self.qps.contains_key(&q) {
-                break q;
-            }
-        };
-        self.qps.insert(qpn, Qp::new(qpn, init));
-        Ok(qpn)
+        Ok(())
     }
 
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Error> {

@@ -205,7 +205,10 @@ fn send_packet(qp: &mut Qp, sh: &mut Shared, now: Instant, buf: &mut [u8], mtu: 
         let pos = position(pkt_idx, npkts);
         let last = matches!(pos, Position::Last | Position::Only);
         let periodic = qp.req.noack_pkts + 1 >= ACK_REQ_INTERVAL;
-        let ack_req = qp.qp_type() == QpType::Rc && (last || periodic);
+        // rxe asks no ACK of UD QPs, but QP1 is a GSI QP to it, not a UD one:
+        // its MADs go out with AckReq set (tests/data/captures/rdma_cm_rping.pcap).
+        let gsi = qp.qpn == 1 && qp.qp_type() == QpType::Ud;
+        let ack_req = (qp.qp_type() == QpType::Rc || gsi) && (last || periodic);
         (emit_data(qp, sh, wqe, pos, psn, pkt_idx * mtu, mtu, ack_req, buf), 1, last, ack_req)
     };
     qp.req.noack_pkts = if ack_req { 0 } else { qp.req.noack_pkts + 1 };

@@ -1,0 +1,21 @@
+//! The InfiniBand Communication Manager as the kernel's rdma_cm speaks it on
+//! RoCEv2, sans-IO.
+//!
+//! CM messages are MADs (class 0x07, version 2, method `Send()`) carried as
+//! UD SEND ONLY packets to QP1 with Q_Key 0x80010000. The engine delivers
+//! QP1's datagrams like any UD QP's; this module reads and writes the MADs
+//! ([`mad`], [`msg`], and the IP addressing of rdma_cm in [`ip`]).
+
+mod field;
+pub mod ip;
+pub mod mad;
+pub mod msg;
+
+pub use ip::{CmaHdr, PortSpace};
+pub use mad::{Mad, MadHeaderRepr, MAD_LEN};
+pub use msg::{CmMessage, RejReason};
+
+/// The QP number of the General Services Interface QP, which carries CM MADs.
+pub const GSI_QPN: u32 = 1;
+/// The Q_Key of QP1 (`IB_QP1_QKEY`).
+pub const GSI_QKEY: u32 = 0x8001_0000;
