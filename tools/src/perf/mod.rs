@@ -41,6 +41,11 @@ pub struct PerfArgs {
     /// Run the server too, in this process, on the next loopback address, and print the client's output
     #[arg(long)]
     pub loopback: bool,
+    /// How uroce moves packets: manual (the test's own thread, as perftest polls a NIC; the default),
+    /// busy-poll (a progress thread that never sleeps) or blocking (a progress thread that sleeps on
+    /// the link; the default with -e)
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub progress: Option<ProgressMode>,
     #[command(flatten)]
     pub flags: Box<PerftestFlags>,
     #[command(flatten)]
@@ -63,7 +68,7 @@ fn run_args(args: &PerfArgs) -> Result<(), String> {
         return run_loopback(args);
     }
     let p = Params::resolve(args.test, args.host.clone(), &args.flags)?;
-    let ctx = args.common.open(progress(&args.flags), None)?;
+    let ctx = args.common.open(progress(args)?, None)?;
     let conn = match &p.servername {
         None => Connector::Listen(exchange::listen(p.port())?),
         Some(host) => Connector::Connect { host: host.clone(), port: p.port() },
@@ -73,14 +78,26 @@ fn run_args(args: &PerfArgs) -> Result<(), String> {
     result
 }
 
+/// `--progress`: uroce's ways of moving packets ([`Progress`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressMode {
+    Manual,
+    BusyPoll,
+    Blocking,
+}
+
 /// Each end moves its own packets from the thread that runs the test, as
 /// perftest's thread polls a NIC; with -e that thread sleeps on completion
 /// events, and a progress thread that sleeps on the link moves them.
-fn progress(f: &PerftestFlags) -> Progress {
-    if f.events {
-        Progress::Blocking
-    } else {
-        Progress::Manual
+/// `--progress` chooses otherwise.
+fn progress(args: &PerfArgs) -> Result<Progress, String> {
+    match (args.progress, args.flags.events) {
+        (Some(ProgressMode::Manual), true) => {
+            Err("--progress manual cannot go with -e: nothing would move packets while the test sleeps".into())
+        }
+        (Some(ProgressMode::Manual), false) | (None, false) => Ok(Progress::Manual),
+        (Some(ProgressMode::BusyPoll), _) => Ok(Progress::BusyPoll),
+        (Some(ProgressMode::Blocking), _) | (None, true) => Ok(Progress::Blocking),
     }
 }
 
@@ -104,8 +121,8 @@ fn run_loopback(args: &PerfArgs) -> Result<(), String> {
     let mut server_p = Params::resolve(args.test, None, &args.flags)?;
     // The client's report is the one printed and saved.
     server_p.out_json = None;
-    let client_ctx = args.common.open(progress(&args.flags), Some("client"))?;
-    let server_ctx = server_common(&args.common)?.open(progress(&args.flags), Some("server"))?;
+    let client_ctx = args.common.open(progress(args)?, Some("client"))?;
+    let server_ctx = server_common(&args.common)?.open(progress(args)?, Some("server"))?;
     let listener = std::net::TcpListener::bind(("127.0.0.1", args.flags.port.unwrap_or(0)))
         .map_err(|e| format!("cannot listen on a loopback TCP port: {e}"))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
@@ -161,7 +178,32 @@ fn next_udp(dev: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::next_udp;
+    use super::{next_udp, progress, PerfArgs};
+    use clap::Parser;
+    use uroce_verbs::Progress;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        perf: PerfArgs,
+    }
+
+    fn mode(args: &[&str]) -> Result<Progress, String> {
+        let cmd =
+            Cmd::try_parse_from(std::iter::once("perf").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        progress(&cmd.perf)
+    }
+
+    #[test]
+    fn progress_follows_perftest_unless_asked() {
+        assert_eq!(mode(&["write_bw"]), Ok(Progress::Manual));
+        assert_eq!(mode(&["send_bw", "-e"]), Ok(Progress::Blocking));
+        assert_eq!(mode(&["write_bw", "--progress", "busy-poll"]), Ok(Progress::BusyPoll));
+        assert_eq!(mode(&["write_lat", "--progress", "blocking"]), Ok(Progress::Blocking));
+        assert_eq!(mode(&["send_bw", "-e", "--progress", "busy-poll"]), Ok(Progress::BusyPoll));
+        assert!(mode(&["send_bw", "-e", "--progress", "manual"]).unwrap_err().contains("-e"));
+        assert!(mode(&["write_bw", "--progress", "fast"]).is_err());
+    }
 
     #[test]
     fn the_loopback_server_takes_the_next_address() {
