@@ -4,25 +4,14 @@
 
 use super::clock::{Clock, Phases, State};
 use super::exchange::BwReport;
-use super::params::{Conn, Verb, RESULT_LINE};
+use super::params::{Verb, RESULT_LINE};
 use super::report::{bw_header, bw_line, json_bw, write_json};
-use super::session::{blank_wc, recv_error, send_error, Session, Watch};
+use super::session::{blank_wc, recv_error, send_error, sizes, Session, Watch};
 use super::stats::{bw_report, BwSamples};
 use uroce_verbs::WcStatus;
 
 /// `CTX_POLL_BATCH`.
 const POLL_BATCH: usize = 16;
-
-/// The message sizes of a run: the one given, or with -a 2 to 2^23 (to the
-/// MTU for UD).
-pub fn sizes(s: &Session) -> Vec<u64> {
-    let p = &s.p;
-    if !p.run_all {
-        return vec![p.size];
-    }
-    let max_pow = if p.conn == Conn::Ud { u64::from(s.info.mtu.bytes()).ilog2() + 1 } else { 24 };
-    (1..max_pow).map(|i| 1u64 << i).collect()
-}
 
 pub fn run(s: &mut Session) -> Result<(), String> {
     s.out.print(&bw_header(s.p.report_gbits));

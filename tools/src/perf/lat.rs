@@ -3,11 +3,10 @@
 //! byte the other writes), `run_iter_lat` (READ or atomic round trips) and
 //! `run_iter_lat_send` (SEND ping-pong).
 
-use super::bw::sizes;
 use super::clock::{Clock, Phases, State};
 use super::params::{TestName, RESULT_LINE};
 use super::report::{json_lat, json_lat_duration, lat_duration_line, lat_header, lat_lines, write_json};
-use super::session::{blank_wc, recv_error, send_error, Session, Watch};
+use super::session::{blank_wc, recv_error, send_error, sizes, Session, Watch};
 use super::stats::{lat_duration_report, lat_report, LatSamples};
 use uroce_verbs::{WcStatus, WorkCompletion};
 

@@ -134,6 +134,17 @@ fn ud_size(p: &mut Params, mtu: u64, out: &mut Out) -> Result<(), String> {
     Err(format!("Max message size in UD cannot be greater than MTU ({mtu}): give -s {mtu} or less"))
 }
 
+/// The message sizes of a run: the one given, or with -a 2 to 2^23 (to the
+/// MTU for UD).
+pub fn sizes(s: &Session) -> Vec<u64> {
+    let p = &s.p;
+    if !p.run_all {
+        return vec![p.size];
+    }
+    let max_pow = if p.conn == Conn::Ud { u64::from(s.info.mtu.bytes()).ilog2() + 1 } else { 24 };
+    (1..max_pow).map(|i| 1u64 << i).collect()
+}
+
 impl Session {
     /// The handshakes around `ctx_connect`, in the order of each perftest
     /// program, printing the local and the remote addresses.
