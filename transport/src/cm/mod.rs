@@ -4,14 +4,22 @@
 //! CM messages are MADs (class 0x07, version 2, method `Send()`) carried as
 //! UD SEND ONLY packets to QP1 with Q_Key 0x80010000. The engine delivers
 //! QP1's datagrams like any UD QP's; this module reads and writes the MADs
-//! ([`mad`], [`msg`], and the IP addressing of rdma_cm in [`ip`]).
+//! ([`mad`], [`msg`], and the IP addressing of rdma_cm in [`ip`]) and runs
+//! the connections' state machine ([`Cm`]: timers, retries, duplicates).
 
+mod api;
+mod conn;
 mod field;
 pub mod ip;
+mod machine;
 pub mod mad;
 pub mod msg;
+mod recv;
+pub mod timing;
 
+pub use api::{AcceptParams, CmError, CmEvent, CommId, ConnectParams, Outgoing, State};
 pub use ip::{CmaHdr, PortSpace};
+pub use machine::{Cm, CmConfig};
 pub use mad::{Mad, MadHeaderRepr, MAD_LEN};
 pub use msg::{CmMessage, RejReason};
 

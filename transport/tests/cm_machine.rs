@@ -1,0 +1,408 @@
+//! Two CMs over a virtual wire and clock: connection setup, rejects,
+//! retransmission, duplicates, MRAs, disconnects and timewait, as the
+//! kernel's cm.c behaves.
+
+use std::time::Duration;
+use uroce_transport::cm::msg::{attr, PathRepr};
+use uroce_transport::cm::timing::*;
+use uroce_transport::cm::*;
+use uroce_transport::engine::{Gid, Instant};
+
+const SERVICE: u64 = 0x0106_1c06;
+
+struct Wire {
+    a: Cm,
+    b: Cm,
+    now: Instant,
+    /// Attribute IDs sent, in order, with the side that sent them.
+    log: Vec<(char, u16)>,
+}
+
+fn ga() -> Gid {
+    Gid::from_ipv4([127, 0, 30, 1])
+}
+fn gb() -> Gid {
+    Gid::from_ipv4([127, 0, 30, 2])
+}
+
+impl Wire {
+    fn new() -> Wire {
+        let cfg = |guid, seed| CmConfig { ca_guid: guid, ack_delay: RXE_LOCAL_CA_ACK_DELAY, seed };
+        let mut b = Cm::new(cfg(0xb, 2));
+        b.listen(SERVICE).unwrap();
+        Wire { a: Cm::new(cfg(0xa, 1)), b, now: Instant::from_nanos(1_000_000_000), log: Vec::new() }
+    }
+
+    /// Moves every queued MAD across, as often as answers come back;
+    /// `lose` decides which to drop (by sender and attribute).
+    fn run(&mut self, lose: &mut dyn FnMut(char, u16) -> bool) {
+        loop {
+            let mut moved = false;
+            while let Some(o) = self.a.poll_transmit() {
+                moved = true;
+                let attr_id = u16::from_be_bytes([o.mad[16], o.mad[17]]);
+                self.log.push(('a', attr_id));
+                assert_eq!(o.dgid, gb());
+                if !lose('a', attr_id) {
+                    self.b.handle_mad(self.now, ga(), &o.mad);
+                }
+            }
+            while let Some(o) = self.b.poll_transmit() {
+                moved = true;
+                let attr_id = u16::from_be_bytes([o.mad[16], o.mad[17]]);
+                self.log.push(('b', attr_id));
+                assert_eq!(o.dgid, ga());
+                if !lose('b', attr_id) {
+                    self.a.handle_mad(self.now, gb(), &o.mad);
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn deliver(&mut self) {
+        self.run(&mut |_, _| false);
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now = self.now + d;
+        self.a.handle_timeout(self.now);
+        self.b.handle_timeout(self.now);
+    }
+
+    fn events_a(&mut self) -> Vec<CmEvent> {
+        std::iter::from_fn(|| self.a.poll_event()).collect()
+    }
+    fn events_b(&mut self) -> Vec<CmEvent> {
+        std::iter::from_fn(|| self.b.poll_event()).collect()
+    }
+
+    fn connect(&mut self, private: &[u8]) -> CommId {
+        self.a.connect(self.now, &params(private)).unwrap()
+    }
+
+    /// REQ in, the consumer accepts, REP out.
+    fn accept_on_b(&mut self) -> CommId {
+        let ev = self.events_b();
+        let [CmEvent::ReqReceived { id, req, src_gid }] = &ev[..] else { panic!("{ev:?}") };
+        assert_eq!(*src_gid, ga());
+        assert_eq!(req.local_qpn, 0x11);
+        let p = AcceptParams {
+            local_qpn: 0x22,
+            starting_psn: 0x2222,
+            responder_resources: 1,
+            initiator_depth: 1,
+            rnr_retry_count: 7,
+            ..Default::default()
+        };
+        self.b.accept(self.now, *id, &p).unwrap();
+        *id
+    }
+
+    fn establish(&mut self) -> (CommId, CommId) {
+        let a = self.connect(b"hello");
+        self.deliver();
+        let b = self.accept_on_b();
+        self.deliver();
+        let ev = self.events_a();
+        assert!(matches!(&ev[..], [CmEvent::RepReceived { id, rep }] if *id == a && rep.local_qpn == 0x22), "{ev:?}");
+        self.a.ready_to_use(a, &[]).unwrap();
+        self.deliver();
+        assert_eq!(self.events_b(), [CmEvent::RtuReceived { id: b }]);
+        assert_eq!((self.a.state(a), self.b.state(b)), (Some(State::Established), Some(State::Established)));
+        (a, b)
+    }
+
+    fn attrs(&self) -> Vec<(char, u16)> {
+        self.log.clone()
+    }
+}
+
+fn params(private: &[u8]) -> ConnectParams {
+    ConnectParams {
+        dgid: gb(),
+        service_id: SERVICE,
+        local_qpn: 0x11,
+        starting_psn: 0x1111,
+        responder_resources: 1,
+        initiator_depth: 1,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        flow_control: false,
+        srq: false,
+        path_mtu: 3,
+        path: PathRepr {
+            local_lid: 0xffff,
+            remote_lid: 0xffff,
+            local_gid: ga(),
+            remote_gid: gb(),
+            hop_limit: 64,
+            ..Default::default()
+        },
+        packet_life_time: CMA_IBOE_PACKET_LIFETIME,
+        remote_cm_response_timeout: CMA_CM_RESPONSE_TIMEOUT,
+        local_cm_response_timeout: CMA_CM_RESPONSE_TIMEOUT,
+        max_cm_retries: CMA_MAX_CM_RETRIES,
+        private_data: private.to_vec(),
+    }
+}
+
+/// The REQ's TIMEOUT: 2 x 1024 ms + 4096 ms.
+const REQ_TIMEOUT: Duration = Duration::from_millis(6144);
+
+#[test]
+fn req_rep_rtu_then_dreq_drep_from_the_active_side() {
+    let mut w = Wire::new();
+    let (a, b) = w.establish();
+    w.a.send_dreq(w.now, a, &[]).unwrap();
+    w.deliver();
+    assert_eq!(w.events_b(), [CmEvent::DreqReceived { id: b }]);
+    w.b.send_drep(w.now, b, &[]).unwrap();
+    w.deliver();
+    assert_eq!(w.events_a(), [CmEvent::DrepReceived { id: a }]);
+    assert_eq!((w.a.state(a), w.b.state(b)), (Some(State::Timewait), Some(State::Timewait)));
+    assert_eq!(w.attrs(), [('a', attr::REQ), ('b', attr::REP), ('a', attr::RTU), ('a', attr::DREQ), ('b', attr::DREP)]);
+    // Timewait lasts 4.096 us x 2^19 (the ACK timeout): about 2 s.
+    w.advance(Duration::from_millis(2047));
+    assert!(w.events_a().is_empty());
+    w.advance(Duration::from_millis(1));
+    assert_eq!(w.events_a(), [CmEvent::TimewaitExit { id: a }]);
+    assert_eq!(w.events_b(), [CmEvent::TimewaitExit { id: b }]);
+    assert_eq!(w.a.state(a), Some(State::Idle));
+}
+
+#[test]
+fn disconnect_from_the_passive_side_and_dreqs_that_cross() {
+    let mut w = Wire::new();
+    let (a, b) = w.establish();
+    w.b.send_dreq(w.now, b, &[]).unwrap();
+    w.deliver();
+    assert_eq!(w.events_a(), [CmEvent::DreqReceived { id: a }]);
+    w.a.send_drep(w.now, a, &[]).unwrap();
+    w.deliver();
+    assert_eq!(w.events_b(), [CmEvent::DrepReceived { id: b }]);
+
+    // Both sides start a disconnect at once: each takes the other's DREQ.
+    let mut w = Wire::new();
+    let (a, b) = w.establish();
+    w.a.send_dreq(w.now, a, &[]).unwrap();
+    w.b.send_dreq(w.now, b, &[]).unwrap();
+    w.deliver();
+    assert_eq!(w.events_a(), [CmEvent::DreqReceived { id: a }]);
+    assert_eq!(w.events_b(), [CmEvent::DreqReceived { id: b }]);
+    w.a.send_drep(w.now, a, &[]).unwrap();
+    w.b.send_drep(w.now, b, &[]).unwrap();
+    w.deliver();
+    assert_eq!((w.a.state(a), w.b.state(b)), (Some(State::Timewait), Some(State::Timewait)));
+}
+
+#[test]
+fn a_req_for_a_service_nobody_listens_on_is_rejected_at_once() {
+    let mut w = Wire::new();
+    let mut p = params(&[]);
+    p.service_id = 0x0106_0001;
+    let a = w.a.connect(w.now, &p).unwrap();
+    w.deliver();
+    let ev = w.events_a();
+    let [CmEvent::RejReceived { id, rej }] = &ev[..] else { panic!("{ev:?}") };
+    assert_eq!((*id, rej.reason), (a, RejReason::INVALID_SERVICE_ID));
+    assert_eq!(rej.reason.text(), "invalid service ID");
+    assert_eq!(w.a.state(a), Some(State::Idle));
+    assert!(w.b.is_empty() && w.events_b().is_empty());
+}
+
+#[test]
+fn a_consumer_reject_carries_private_data() {
+    let mut w = Wire::new();
+    let a = w.connect(&[]);
+    w.deliver();
+    let ev = w.events_b();
+    let [CmEvent::ReqReceived { id, .. }] = &ev[..] else { panic!("{ev:?}") };
+    w.b.reject(w.now, *id, RejReason::CONSUMER_DEFINED, &[], b"go away").unwrap();
+    w.deliver();
+    let ev = w.events_a();
+    let [CmEvent::RejReceived { id, rej }] = &ev[..] else { panic!("{ev:?}") };
+    assert_eq!((*id, rej.reason), (a, RejReason::CONSUMER_DEFINED));
+    assert_eq!(&rej.private_data[..7], b"go away");
+    assert!(w.b.reject(w.now, *id, RejReason::CONSUMER_DEFINED, &[], &[]).is_err(), "already idle");
+}
+
+#[test]
+fn a_lost_req_is_sent_again_and_an_unanswered_one_gives_up() {
+    let mut w = Wire::new();
+    let a = w.connect(&[]);
+    w.run(&mut |from, _| from == 'a');
+    w.advance(REQ_TIMEOUT - Duration::from_millis(1));
+    w.deliver();
+    assert_eq!(w.attrs().len(), 1, "not yet");
+    w.advance(Duration::from_millis(1));
+    w.deliver();
+    assert_eq!(w.attrs(), [('a', attr::REQ), ('a', attr::REQ)]);
+    assert!(matches!(w.events_b()[..], [CmEvent::ReqReceived { .. }]));
+    assert_eq!(w.a.state(a), Some(State::ReqSent));
+
+    // Nobody there: 1 + 15 REQs, then REQ_ERROR after 16 timeouts (98 s).
+    let mut w = Wire::new();
+    let a2 = w.connect(&[]);
+    let mut sent = 0;
+    for _ in 0..16 {
+        w.run(&mut |_, _| {
+            sent += 1;
+            true
+        });
+        assert!(w.events_a().is_empty());
+        w.advance(REQ_TIMEOUT);
+    }
+    assert_eq!(sent, 16);
+    assert_eq!(w.events_a(), [CmEvent::ReqError { id: a2 }]);
+    assert_eq!(w.a.state(a2), Some(State::Idle));
+    assert_eq!(w.a.poll_timeout(), None);
+    let _ = a;
+}
+
+#[test]
+fn a_lost_rtu_is_answered_by_the_repeated_rep() {
+    let mut w = Wire::new();
+    let a = w.connect(&[]);
+    w.deliver();
+    let b = w.accept_on_b();
+    w.deliver();
+    w.events_a();
+    w.a.ready_to_use(a, b"rtu").unwrap();
+    w.run(&mut |_, attr_id| attr_id == attr::RTU);
+    assert_eq!(w.b.state(b), Some(State::RepSent));
+    // The REP goes again after the active side's response time (4096 ms); the
+    // active side, established, answers with its RTU again.
+    w.advance(Duration::from_millis(4096));
+    w.deliver();
+    assert_eq!(w.events_b(), [CmEvent::RtuReceived { id: b }]);
+    assert!(w.events_a().is_empty(), "the duplicate REP raises no event");
+    assert_eq!(&w.attrs()[3..], [('b', attr::REP), ('a', attr::RTU)]);
+}
+
+#[test]
+fn a_slow_consumer_answers_a_repeated_req_with_an_mra() {
+    let mut w = Wire::new();
+    let a = w.connect(&[]);
+    w.deliver();
+    let ev = w.events_b();
+    let [CmEvent::ReqReceived { id: b, .. }] = ev[..] else { panic!() };
+    // rdma_cm promises an MRA (service timeout 24) but sends it only if asked twice.
+    w.b.mra(b, CMA_CM_MRA_SERVICE_TIMEOUT, true, &[]).unwrap();
+    w.deliver();
+    assert_eq!(w.attrs().len(), 1);
+    w.advance(REQ_TIMEOUT);
+    w.deliver();
+    assert_eq!(&w.attrs()[1..], [('a', attr::REQ), ('b', attr::MRA)]);
+    assert_eq!(w.events_a(), [CmEvent::MraReceived { id: a, service_timeout: 24 }]);
+    assert_eq!(w.a.state(a), Some(State::MraReqRcvd));
+    // Now the active side waits 2^24 x 4.096 us + the ACK timeout before trying again.
+    let wait = cm_time(24) + cm_time(19);
+    assert_eq!(w.a.poll_timeout(), Some(w.now + wait));
+    let p = AcceptParams { local_qpn: 0x22, ..Default::default() };
+    w.b.accept(w.now, b, &p).unwrap();
+    w.deliver();
+    assert!(matches!(w.events_a()[..], [CmEvent::RepReceived { .. }]));
+}
+
+#[test]
+fn a_dreq_for_a_forgotten_connection_gets_a_drep() {
+    let mut w = Wire::new();
+    let (a, b) = w.establish();
+    // B is gone and forgotten (destroyed in timewait, timewait over).
+    w.b.destroy(w.now, b);
+    w.run(&mut |from, _| from == 'b');
+    w.advance(Duration::from_secs(3));
+    assert!(w.b.is_empty());
+    w.a.send_dreq(w.now, a, &[]).unwrap();
+    w.deliver();
+    assert_eq!(w.events_a(), [CmEvent::DrepReceived { id: a }]);
+}
+
+#[test]
+fn destroying_a_connected_id_disconnects_and_the_peer_answers() {
+    let mut w = Wire::new();
+    let (a, b) = w.establish();
+    w.a.destroy(w.now, a);
+    w.deliver();
+    assert_eq!(w.events_b(), [CmEvent::DreqReceived { id: b }]);
+    // A consumer that never answers: destroying it sends the DREP.
+    w.b.destroy(w.now, b);
+    w.deliver();
+    assert_eq!(w.attrs().last(), Some(&('b', attr::DREP)));
+    assert!(w.events_a().is_empty(), "A was destroyed: no events");
+    w.advance(Duration::from_secs(3));
+    assert!(w.a.is_empty() && w.b.is_empty(), "both forgotten after timewait");
+}
+
+#[test]
+fn a_dreq_nobody_answers_ends_in_timewait_anyway() {
+    let mut w = Wire::new();
+    let (a, _b) = w.establish();
+    w.a.send_dreq(w.now, a, &[]).unwrap();
+    // The active side's DREQ waits as long as its REQ did.
+    for _ in 0..16 {
+        w.run(&mut |_, _| true);
+        w.advance(REQ_TIMEOUT);
+    }
+    assert_eq!(w.events_a(), [CmEvent::DreqError { id: a }]);
+    assert_eq!(w.a.state(a), Some(State::Timewait));
+}
+
+#[test]
+fn destroying_a_pending_connect_rejects_with_timeout_and_our_guid() {
+    let mut w = Wire::new();
+    let a = w.connect(&[]);
+    w.deliver();
+    let ev = w.events_b();
+    let [CmEvent::ReqReceived { id: b, .. }] = ev[..] else { panic!() };
+    w.a.destroy(w.now, a);
+    w.deliver();
+    let ev = w.events_b();
+    let [CmEvent::RejReceived { id, rej }] = &ev[..] else { panic!("{ev:?}") };
+    assert_eq!((*id, rej.reason), (b, RejReason::TIMEOUT));
+    assert_eq!(rej.ari(), 0xau64.to_be_bytes());
+    assert!(w.a.is_empty());
+}
+
+#[test]
+fn private_data_limits_and_states_are_errors() {
+    let mut w = Wire::new();
+    assert_eq!(w.a.connect(w.now, &params(&[0; 93])), Err(CmError::PrivateDataTooLong { given: 93, max: 92 }));
+    let (a, _) = w.establish();
+    assert!(matches!(w.a.accept(w.now, a, &AcceptParams::default()), Err(CmError::InvalidState { .. })));
+    assert_eq!(w.a.send_drep(w.now, 7, &[]), Err(CmError::NoSuchConnection(7)));
+    assert_eq!(w.b.listen(SERVICE), Err(CmError::ServiceIdInUse(SERVICE)));
+}
+
+#[test]
+fn hostile_mads_never_panic_nor_break_a_connection() {
+    let mut w = Wire::new();
+    let (a, b) = w.establish();
+    let mut seed = 0x1234_5678u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for i in 0..20_000 {
+        let mut mad = [0u8; 256];
+        mad.iter_mut().for_each(|b| *b = next() as u8);
+        // Mostly well-formed CM headers, so the handlers run.
+        if i % 4 != 0 {
+            mad[..4].copy_from_slice(&[1, 7, 2, 3]);
+            mad[16..18].copy_from_slice(&(0x10 + (next() % 8) as u16).to_be_bytes());
+        }
+        let len = if i % 10 == 0 { (next() % 300) as usize } else { 256 };
+        w.a.handle_mad(w.now, gb(), &mad[..len.min(256)]);
+        let _ = std::iter::from_fn(|| w.a.poll_transmit()).count();
+    }
+    assert_eq!(w.a.state(a), Some(State::Established));
+    let _ = w.events_a();
+    w.a.send_dreq(w.now, a, &[]).unwrap();
+    w.deliver();
+    assert_eq!(w.events_b(), [CmEvent::DreqReceived { id: b }]);
+}
