@@ -134,8 +134,11 @@ fn loopback_capture_decodes_with_every_icrc_ok() {
         let (code, out, err) = run(&["dump", "--check", f.to_str().unwrap()]);
         assert_eq!(code, 0, "{side}: {err}\n{out}");
         let last = out.lines().last().unwrap();
-        // 20 iterations of 4 KiB at MTU 1024: 4 SENDs and an ACK each way, both directions.
-        assert!(last.starts_with("200 frames, 200 RoCEv2, 200 ICRC ok"), "{side}: {last}");
+        // 20 iterations of 4 KiB at MTU 1024: 4 SENDs and an ACK each way, both
+        // directions, so at least 200 frames (a loaded machine may retransmit).
+        let counts: Vec<u64> = last.split(", ").map(|f| f.split(' ').next().unwrap().parse().unwrap()).collect();
+        let [frames, roce, ok, bad, malformed] = counts[..] else { panic!("{last}") };
+        assert!(frames >= 200 && roce == frames && ok == frames && bad == 0 && malformed == 0, "{side}: {last}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -45,6 +45,9 @@ const BATCH: usize = 32;
 /// The longest a blocking progress thread sleeps with nothing due: it wakes
 /// earlier for packets, posted work and timers.
 const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// Receive batches a round takes in before it runs timers (a bound, so a
+/// flood cannot starve transmission).
+const MAX_DRAIN_BATCHES: usize = 64;
 /// How long it waits inside `recv` on a link that offers no descriptor to wait on.
 const LINK_WAIT: Duration = Duration::from_millis(1);
 
@@ -297,6 +300,15 @@ impl Shared {
     fn round_with(&self, batch: &mut TxBatch, wait: Duration) -> usize {
         let mut moved = self.flush_tx(batch);
         moved += self.receive(wait);
+        // Take in everything already queued before any timer fires: a thread
+        // that was not scheduled for a while must see the ACKs that arrived
+        // meanwhile, not retransmit as if they had not.
+        for _ in 0..MAX_DRAIN_BATCHES {
+            match self.receive(Duration::ZERO) {
+                0 => break,
+                n => moved += n,
+            }
+        }
         let now = self.now();
         {
             let mut engine = self.engine();

@@ -117,8 +117,11 @@ pub fn run_ud(args: &UdArgs) -> ExitCode {
 
 fn run(p: Params, common: &CommonArgs, loopback: bool) -> ExitCode {
     common.init_logging();
-    let result =
-        if loopback { run_loopback(p, common) } else { session::run(&p, common, None, None, &mut std::io::stdout()) };
+    let result = if loopback {
+        run_loopback(p, common)
+    } else {
+        session::run(&p, common, None, None, &mut std::io::stdout()).map(|side| session::linger(side, common))
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -137,7 +140,9 @@ fn run_loopback(p: Params, common: &CommonArgs) -> Result<(), String> {
     }
     let server = exchange::Server::bind(0)?;
     let port = server.port();
-    let (sp, scommon) = (p.clone(), common.clone());
+    // Distinct seeds, so the two ends do not pick the same QPN and PSN.
+    let scommon = CommonArgs { seed: common.seed.map(|s| s ^ 0x5e77e7), ..common.clone() };
+    let sp = p.clone();
     let server_thread = std::thread::spawn(move || {
         let mut out = Vec::new();
         let r = session::run(&sp, &scommon, Some(server), Some("server"), &mut out);
@@ -147,7 +152,10 @@ fn run_loopback(p: Params, common: &CommonArgs) -> Result<(), String> {
     // The client takes the next free loopback address, whatever -d says.
     let client_common = CommonArgs { device: None, ..common.clone() };
     let r = session::run(&client, &client_common, None, Some("client"), &mut std::io::stdout());
+    // Both ends' QPs live until both are done: each may still owe the other
+    // the ACK of its last message.
     let (sr, sout) = server_thread.join().map_err(|_| "the server thread panicked".to_string())?;
+    let (r, sr) = (r.map(drop), sr.map(drop));
     let mut stdout = std::io::stdout().lock();
     for line in String::from_utf8_lossy(&sout).lines() {
         let _ = writeln!(stdout, "server: {line}");

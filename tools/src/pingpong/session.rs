@@ -17,7 +17,8 @@ const GRH: usize = GRH_LEN;
 /// How long to wait for one completion before calling the peer gone.
 const STALL: Duration = Duration::from_secs(30);
 
-struct Side {
+/// One end's resources; kept until the peer is done too (see [`linger`]).
+pub(crate) struct Side {
     ctx: Context,
     pd: Pd,
     mr: Mr,
@@ -35,7 +36,7 @@ pub(crate) fn run(
     server: Option<Server>,
     pcap_suffix: Option<&str>,
     out: &mut dyn Write,
-) -> Result<(), String> {
+) -> Result<Side, String> {
     // The application thread busy-polls its CQ, as the C tools do; the progress
     // thread sleeps until packets or posts wake it, so two ends fit on two cores.
     let ctx = common.open(Progress::Blocking, pcap_suffix)?;
@@ -77,7 +78,23 @@ pub(crate) fn run(
     let elapsed = pingpong(p, &side)?;
     report(p, elapsed, out);
     common.write_stats("", &side.ctx, out);
-    Ok(())
+    // Returned, not dropped: the peer may still need the QP's ACK of its
+    // last message (see `linger`).
+    Ok(side)
+}
+
+/// How long an end keeps answering after its last exchange when packets may be
+/// lost: a few of the peer's retransmit timeouts (4.096 us x 2^14 each).
+const LINGER: Duration = Duration::from_millis(300);
+
+/// Keeps `side` serving for [`LINGER`] if the link loses packets. The last ACK of
+/// a ping-pong can be lost like any other; the C tools (on lossless fabrics)
+/// exit at once, and an end that exits leaves its peer retrying into nothing.
+pub(crate) fn linger(side: Side, common: &CommonArgs) {
+    if common.loss > 0.0 || common.reorder > 0.0 || common.corrupt > 0.0 {
+        std::thread::sleep(LINGER);
+    }
+    drop(side);
 }
 
 fn check_params(p: &Params, ctx: &Context) -> Result<(), String> {
@@ -220,9 +237,15 @@ fn pingpong(p: &Params, side: &Side) -> Result<Duration, String> {
     Ok(start.elapsed())
 }
 
+/// Empty polls before a busy-polling loop starts yielding the CPU between polls.
+const SPINS_BEFORE_YIELD: u32 = 256;
+
 /// Waits for completions: by polling, or (-e) by sleeping on the channel.
+/// Polling spins briefly, then yields between polls, so that on a machine with
+/// fewer cores than busy threads the peer (and the progress thread) still run.
 fn next_completions(side: &Side, wcs: &mut [WorkCompletion]) -> Result<usize, String> {
     let deadline = Instant::now() + STALL;
+    let mut empty = 0u32;
     loop {
         if let Some(ch) = &side.channel {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -236,8 +259,13 @@ fn next_completions(side: &Side, wcs: &mut [WorkCompletion]) -> Result<usize, St
         if Instant::now() >= deadline {
             return Err(stalled());
         }
+        empty += 1;
         if side.channel.is_none() {
-            std::hint::spin_loop();
+            if empty < SPINS_BEFORE_YIELD {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
     }
 }
