@@ -105,8 +105,14 @@ impl CommonArgs {
     /// Installs the tracing subscriber when `--verbose` is given.
     pub fn init_logging(&self) {
         let level = if self.verbose { tracing::Level::DEBUG } else { tracing::Level::WARN };
-        let _ =
-            tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_target(false).try_init();
+        // Colour only for a person at a terminal, not in files and pipes.
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_writer(std::io::stderr)
+            .with_target(false)
+            .with_ansi(ansi)
+            .try_init();
     }
 
     /// Prints the counters (`--stats`) of one context.
