@@ -1,0 +1,74 @@
+//! The harness's plumbing, never its numbers: the table renders with medians,
+//! ratios and verdicts; the callgrind target does exactly one WRITE packet
+//! and one ACK per message; the built-in baselines produce a figure.
+
+use uroce_bench::{baseline, packet_cost, table};
+
+const TSV: &str = "# section\tfigure\turoce\tbaseline name\tbaseline\tunit\tbetter\ttarget\tnote
+1. loopback\twrite_bw 64 KiB, poll\t8,9,7\tTCP\t30,32,31\tGbit/s\thigher\t>=1\t
+1. loopback\twrite_lat 2 B, poll\t9.1,9.0\tUDP half RTT\t2.5\tus\tlower\t<=1\tsome | note
+1. loopback\tICRC\t38\ttarget\t8\tGB/s\thigher\t>=1\t
+3. veth\tevery figure of this part\t\t\t\t\thigher\t-\tSKIP: needs root
+4. guests\twrite_bw 64 KiB\t3\trxe\t\tGbit/s\thigher\t>=3\t
+";
+
+#[test]
+fn the_table_has_medians_ratios_and_verdicts() {
+    let rows = table::parse(TSV).unwrap();
+    assert_eq!(rows.len(), 5);
+    let c = table::cells(&rows[0]);
+    assert_eq!(c[1], "8.00 Gbit/s");
+    assert_eq!(c[2], "TCP 31.0 Gbit/s");
+    assert_eq!(c[3], "0.258x");
+    assert_eq!(c[4], "NO (>= 1x)");
+    let c = table::cells(&rows[1]);
+    assert_eq!(c[1], "9.05 us", "the median of an even count is the mean of the middle two");
+    assert_eq!(c[4], "NO (<= 1x)");
+    assert_eq!(table::cells(&rows[2])[4], "yes (>= 1x)");
+    assert_eq!(table::cells(&rows[3])[1], "not measured");
+    assert_eq!(table::cells(&rows[4])[4], "n/a (>= 3x, not measured)");
+    assert_eq!(table::verdicts(&rows), (1, 2, 1));
+
+    let text = table::text(&rows);
+    assert!(text.starts_with("figure"));
+    assert!(text.contains("== 3. veth\n"));
+    assert!(text.contains("note: SKIP: needs root"));
+    let md = table::markdown(&rows);
+    assert!(md.starts_with("| figure | uroce | baseline | ratio | target met? |\n| --- |"));
+    assert!(md.contains("| **4. guests** | | | | |"));
+    assert!(md.contains("some \\| note"), "pipes in notes are escaped");
+    assert!(table::samples_text(&rows).contains("uroce [8.00, 9.00, 7.00]; TCP [30.0, 32.0, 31.0] Gbit/s"));
+}
+
+#[test]
+fn bad_lines_are_named() {
+    let e = table::parse("a\tb\tx\tc\t1\tus\tlower\t-\t\n").unwrap_err();
+    assert!(e.contains("line 1") && e.contains("\"x\""), "{e}");
+    let e = table::parse("a\tb\t1\tc\t1\tus\tsideways\t-\t\n").unwrap_err();
+    assert!(e.contains("higher or lower"), "{e}");
+    let e = table::parse("a\tb\t1\tc\t1\tus\tlower\t=2\t\n").unwrap_err();
+    assert!(e.contains("bad target"), "{e}");
+}
+
+#[test]
+fn the_callgrind_target_moves_one_write_and_one_ack_per_message() {
+    let x = packet_cost::run(5, 5).unwrap();
+    assert_eq!(x.write_len, 12 + 16 + packet_cost::PAYLOAD + 4, "one WRITE_ONLY with its RETH and ICRC");
+    assert_eq!(x.ack_len, 12 + 4 + 4, "BTH, AETH, ICRC");
+    let mut b = packet_cost::Bench::new();
+    for _ in 0..3 {
+        b.exchange(true).unwrap();
+    }
+    assert_eq!((b.writes, b.acks), (3, 3));
+    assert!(b.placed());
+    assert_eq!(packet_cost::STEPS.len(), 5);
+}
+
+#[test]
+fn the_built_in_baselines_give_a_figure() {
+    let ip = "127.0.0.1".parse().unwrap();
+    let half_rtt = baseline::udp_loopback(ip, 34, 200).unwrap();
+    assert!(half_rtt > 0.0);
+    let gbits = baseline::tcp_loopback(ip, std::time::Duration::from_millis(50)).unwrap();
+    assert!(gbits > 0.0);
+}
