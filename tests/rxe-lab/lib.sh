@@ -280,6 +280,51 @@ lab_stop_pid() { # PID [SIGNAL] [GRACE]
     fi
   fi
   wait "$pid" 2>/dev/null || true
+  lab_forget_pid "$pid"
+}
+
+# Drops a reaped PID from the teardown's list: the kernel may give the number
+# to another process, which the teardown must then leave alone.
+lab_forget_pid() { # PID
+  local i pids=() names=()
+  for i in "${!LAB_PIDS[@]}"; do
+    [ "${LAB_PIDS[$i]}" = "$1" ] && continue
+    pids+=("${LAB_PIDS[$i]}")
+    names+=("${LAB_PID_NAMES[$i]}")
+  done
+  LAB_PIDS=("${pids[@]}")
+  LAB_PID_NAMES=("${names[@]}")
+}
+
+# Waits up to TIMEOUT seconds for a process the lab started (lab_start_bg,
+# lab_ns_start_bg) to end and returns its exit status; at the limit it ends it
+# (TERM, then KILL after 2 s) and returns 124. Either way the PID is reaped
+# and forgotten. Call from the main shell.
+lab_wait_pid() { # PID TIMEOUT
+  local pid=$1 deadline rc=0
+  deadline=$(($(lab_now_ms) + $2 * 1000))
+  while lab_pid_alive "$pid"; do
+    if [ "$(lab_now_ms)" -ge "$deadline" ]; then
+      lab_stop_pid "$pid" TERM 2
+      return 124
+    fi
+    sleep 0.05
+  done
+  wait "$pid" || rc=$?
+  lab_forget_pid "$pid"
+  return $rc
+}
+
+# Waits until something in the namespace listens on TCP PORT; returns 1 if
+# nothing does within TIMEOUT seconds, or at once when PID (if given) ends.
+lab_ns_wait_listen() { # PORT [TIMEOUT] [PID]
+  local port=$1 to=${2:-30} pid=${3:-} deadline
+  deadline=$(($(lab_now_ms) + to * 1000))
+  until [ -n "$(lab_ns_exec ss -Hltn "sport = :$port" 2>/dev/null)" ]; do
+    if [ -n "$pid" ] && ! lab_pid_alive "$pid"; then return 1; fi
+    [ "$(lab_now_ms)" -lt "$deadline" ] || return 1
+    sleep 0.05
+  done
 }
 
 # ---------------------------------------------------------------- network
@@ -544,12 +589,14 @@ lab_guest_push() { # K LOCAL REMOTE
 
 # tcpdump on the bridge (every frame between guests and uroce0) into
 # $LAB_RUN/NAME.pcap; returns once tcpdump listens. FILTER is optional.
+# Its kernel buffer holds bursts of several MB (a 64 KiB ib_write_bw): with
+# tcpdump's default of 2 MB it dropped frames. lab_capture_dropped tells.
 lab_capture_start() { # NAME [FILTER...]
   local name=$1 log=$LAB_RUN/$1.tcpdump.log i
   shift
   : >"$log"
   lab_ns_start_bg "tcpdump $name" "$log" \
-    tcpdump -i "$LAB_BRIDGE" -s 0 -U --immediate-mode -n -Z root -w "$LAB_RUN/$name.pcap" "$@"
+    tcpdump -i "$LAB_BRIDGE" -s 0 -B "$LAB_CAPTURE_BUFFER_KB" -U --immediate-mode -n -Z root -w "$LAB_RUN/$name.pcap" "$@"
   eval "LAB_CAPTURE_PID_${name//[^A-Za-z0-9_]/_}=$LAB_LAST_PID"
   for ((i = 0; i < 100; i++)); do
     grep -q 'listening on' "$log" && return 0
@@ -558,6 +605,15 @@ lab_capture_start() { # NAME [FILTER...]
   done
   cat "$log" >&2
   lab_die "tcpdump on $LAB_BRIDGE did not start"
+}
+
+LAB_CAPTURE_BUFFER_KB=${UROCE_LAB_CAPTURE_BUFFER_KB:-65536}
+
+# After lab_capture_stop: how many frames the kernel dropped before tcpdump
+# read them (0: the capture is complete).
+lab_capture_dropped() { # NAME
+  awk '/packets dropped by kernel/ { print $1; found = 1 } END { if (!found) print "unknown" }' \
+    "$LAB_RUN/$1.tcpdump.log"
 }
 
 lab_capture_path() { # NAME
