@@ -43,6 +43,16 @@ pub enum Error {
         /// The error.
         err: io::Error,
     },
+    /// An rdma_cm call that does not apply now (e.g. `rdma_connect` before
+    /// the route is resolved), with the errno librdmacm would set.
+    Cm {
+        /// The verb, as librdmacm names it.
+        verb: &'static str,
+        /// What is wrong and what to do.
+        what: String,
+        /// The errno librdmacm returns for it (EINVAL, EADDRINUSE, ...).
+        errno: i32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -56,6 +66,7 @@ impl fmt::Display for Error {
             Error::InvalidValue { verb, what } => write!(f, "{verb}: invalid {what}"),
             Error::Timeout { verb } => write!(f, "{verb}: timed out"),
             Error::Os { verb, err } => write!(f, "{verb}: {err}"),
+            Error::Cm { verb, what, .. } => write!(f, "{verb}: {what}"),
         }
     }
 }

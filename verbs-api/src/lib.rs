@@ -39,6 +39,7 @@
 #![warn(missing_docs)]
 
 mod channel;
+pub mod cm;
 mod context;
 mod cq;
 mod device;

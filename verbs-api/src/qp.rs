@@ -7,8 +7,8 @@ use crate::memory::Pd;
 use crate::srq::Srq;
 use std::sync::Arc;
 use uroce_transport::engine::{
-    AccessFlags, AddressVector, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, RecvWr, SendWr,
-    MAX_RD_ATOMIC,
+    AccessFlags, AddressVector, Engine, Error as EngineError, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
+    QpType, RecvWr, SendWr, MAX_RD_ATOMIC,
 };
 
 /// What `create_qp` needs (`struct ibv_qp_init_attr`).
@@ -137,6 +137,19 @@ impl Drop for QpInner {
 impl Pd {
     /// `ibv_create_qp`: a QP in RESET.
     pub fn create_qp(&self, init: &QpInit) -> Result<Qp, Error> {
+        self.create_qp_with(init, Engine::create_qp)
+    }
+
+    /// QP1, the GSI QP that carries rdma_cm's MADs: UD, QP number 1.
+    pub(crate) fn create_gsi_qp(&self, init: &QpInit) -> Result<Qp, Error> {
+        self.create_qp_with(init, Engine::create_gsi_qp)
+    }
+
+    fn create_qp_with(
+        &self,
+        init: &QpInit,
+        create: fn(&mut Engine, QpInitAttr) -> Result<u32, EngineError>,
+    ) -> Result<Qp, Error> {
         let same_ctx = |cq: &Cq| std::ptr::eq(cq.context().shared(), self.context().shared());
         if !same_ctx(&init.send_cq) || !same_ctx(&init.recv_cq) {
             return Err(Error::InvalidValue { verb: "ibv_create_qp", what: "CQ of another context".into() });
@@ -152,7 +165,7 @@ impl Pd {
         };
         let (qpn, initial_psn) = {
             let mut engine = self.context().shared().engine();
-            let qpn = engine.create_qp(attr).map_err(Error::engine("ibv_create_qp"))?;
+            let qpn = create(&mut engine, attr).map_err(Error::engine("ibv_create_qp"))?;
             (qpn, engine.random_psn())
         };
         Ok(Qp(Arc::new(QpInner {

@@ -1,0 +1,220 @@
+//! Addresses: `rdma_bind_addr`, `rdma_listen`, `rdma_resolve_addr` and
+//! `rdma_resolve_route`. An address names a device: the open context (or a
+//! udp device opened on it) whose link has that IP.
+
+use super::event::libc_errno::{EADDRNOTAVAIL, EINVAL, ENODEV};
+use super::event::{CmEvent, CmEventType, ConnParam};
+use super::id::{cm_err, CmId, CmaState, IdState, Route};
+use super::registry::{self, Bound};
+use crate::context::Context;
+use crate::device::Device;
+use crate::error::Error;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use uroce_stack::link::Gid as LinkGid;
+use uroce_transport::cm::ip::flow_label;
+use uroce_transport::engine::Gid;
+
+/// Hop limit of rdma_cm's RoCE routes (the GRH's, the IPv4 TTL).
+const HOP_LIMIT: u8 = 64;
+
+impl CmId {
+    /// `rdma_bind_addr`: takes `addr` (port 0: a free one) on the device
+    /// with that IP; the wildcard address binds no device yet (a listener on
+    /// it hears every device).
+    pub fn bind_addr(&self, addr: SocketAddr) -> Result<(), Error> {
+        if self.state().cma != CmaState::Idle {
+            return Err(cm_err("rdma_bind_addr", EINVAL, "the ID is bound already"));
+        }
+        self.bind(addr, "rdma_bind_addr")
+    }
+
+    fn bind(&self, addr: SocketAddr, verb: &'static str) -> Result<(), Error> {
+        let ctx = match addr.ip().is_unspecified() {
+            true => None,
+            false => Some(device_with(addr.ip(), verb)?),
+        };
+        let pick = ctx.as_ref().map_or(0, |c| c.shared().engine().random_psn());
+        let port = registry::bind(self.0.ps, addr, self.0.key, Arc::downgrade(&self.0), pick)?;
+        let mut st = self.state();
+        st.src = Some(SocketAddr::new(addr.ip(), port));
+        st.cma = CmaState::AddrBound;
+        if let Some(ctx) = ctx {
+            attach(self, &mut st, ctx)?;
+        }
+        Ok(())
+    }
+
+    /// `rdma_listen`: CONNECT_REQUEST events for REQs to the bound port (an
+    /// unbound ID binds the IPv4 wildcard address, port 0, first).
+    pub fn listen(&self, backlog: i32) -> Result<(), Error> {
+        const VERB: &str = "rdma_listen";
+        let _ = backlog;
+        if self.state().cma == CmaState::Idle {
+            self.bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0), VERB)?;
+        }
+        let (src, ctx) = {
+            let st = self.state();
+            if st.cma != CmaState::AddrBound {
+                return Err(cm_err(VERB, EINVAL, format!("the ID is in state {:?}, not bound", st.cma)));
+            }
+            (st.src.expect("bound"), st.ctx.clone())
+        };
+        let agents = match &ctx {
+            Some(c) => vec![registry::agent_for(c)?],
+            None => registry::all_agents()?,
+        };
+        let service_id = self.0.ps.service_id(src.port());
+        {
+            let mut st = self.state();
+            st.cma = CmaState::Listen;
+            st.listen_agents = agents.clone();
+        }
+        registry::add_listener(Bound { ps: self.0.ps, addr: src, key: self.0.key, id: Arc::downgrade(&self.0) });
+        for a in &agents {
+            a.register_service(service_id, self.0.key);
+            if let Some(ch) = self.0.channel.upgrade() {
+                ch.note_context(&a.ctx);
+            }
+        }
+        Ok(())
+    }
+
+    /// `rdma_resolve_addr`: picks the device that reaches `dst` (the one
+    /// with `src`'s IP when given) and reports ADDR_RESOLVED. There is no
+    /// ARP to wait for: the answer is at once, `timeout` is not needed.
+    pub fn resolve_addr(&self, src: Option<SocketAddr>, dst: SocketAddr, timeout: Duration) -> Result<(), Error> {
+        const VERB: &str = "rdma_resolve_addr";
+        let _ = timeout;
+        let (cma, bound) = {
+            let st = self.state();
+            (st.cma, st.src)
+        };
+        match (cma, src) {
+            (CmaState::Idle, Some(s)) => self.bind(s, VERB)?,
+            (CmaState::Idle, None) => {
+                let ctx = device_for(dst.ip(), VERB)?;
+                let ip = device_ip(&ctx, dst.is_ipv4()).ok_or_else(|| no_family(&ctx, dst, VERB))?;
+                self.bind(SocketAddr::new(ip, 0), VERB)?;
+            }
+            (CmaState::AddrBound, _) => {}
+            (s, _) => return Err(cm_err(VERB, EINVAL, format!("the ID is in state {s:?}"))),
+        }
+        let mut st = self.state();
+        if st.ctx.is_none() {
+            // Bound to the wildcard: the device that reaches dst decides the source.
+            let ctx = device_for(dst.ip(), VERB)?;
+            let ip = device_ip(&ctx, dst.is_ipv4()).ok_or_else(|| no_family(&ctx, dst, VERB))?;
+            st.src = Some(SocketAddr::new(ip, bound.map_or(0, |b| b.port())));
+            attach(self, &mut st, ctx)?;
+        }
+        st.dst = Some(dst);
+        st.cma = CmaState::AddrResolved;
+        drop(st);
+        self.report(CmEventType::AddrResolved);
+        Ok(())
+    }
+
+    /// `rdma_resolve_route`: the path on RoCE is the GIDs of the two IPs, the
+    /// port's MTU and a flow label from the two ports (as the kernel derives
+    /// it); ROUTE_RESOLVED at once.
+    pub fn resolve_route(&self, timeout: Duration) -> Result<(), Error> {
+        const VERB: &str = "rdma_resolve_route";
+        let _ = timeout;
+        let mut st = self.state();
+        if st.cma != CmaState::AddrResolved {
+            return Err(cm_err(VERB, EINVAL, format!("the ID is in state {:?}: resolve the address first", st.cma)));
+        }
+        let (src, dst, ctx) = (st.src.expect("resolved"), st.dst.expect("resolved"), st.ctx.clone().expect("resolved"));
+        let sgid = gid_of(src.ip());
+        st.route = Some(Route {
+            sgid,
+            sgid_index: gid_index(&ctx, sgid),
+            dgid: gid_of(dst.ip()),
+            path_mtu: ctx.query_port().active_mtu,
+            flow_label: flow_label(src.port(), dst.port()),
+            hop_limit: HOP_LIMIT,
+            traffic_class: 0,
+        });
+        st.cma = CmaState::RouteResolved;
+        drop(st);
+        self.report(CmEventType::RouteResolved);
+        Ok(())
+    }
+
+    /// Queues an event with no parameters about this ID.
+    pub(crate) fn report(&self, event: CmEventType) {
+        if let Some(ch) = self.0.channel.upgrade() {
+            ch.push(CmEvent { id: self.clone(), listen_id: None, event, status: 0, param: ConnParam::default() });
+        }
+    }
+}
+
+/// The ID uses `ctx`: its agent runs, its channel drives it if it is a manual-progress one.
+fn attach(id: &CmId, st: &mut IdState, ctx: Context) -> Result<(), Error> {
+    if let Some(ch) = id.0.channel.upgrade() {
+        ch.note_context(&ctx);
+    }
+    st.agent = Some(registry::agent_for(&ctx)?);
+    st.ctx = Some(ctx);
+    Ok(())
+}
+
+/// The device with address `ip`: an open context, or a udp device opened on it.
+fn device_with(ip: IpAddr, verb: &'static str) -> Result<Context, Error> {
+    if let Some(ctx) = registry::context_with_ip(ip) {
+        return Ok(ctx);
+    }
+    Device::open(&format!("udp:{ip}")).map_err(|e| {
+        cm_err(verb, ENODEV, format!("no uroce device has address {ip}, and opening udp:{ip} failed: {e}"))
+    })
+}
+
+/// The device that reaches `dst`: an open one of the same family, loopback
+/// ones for a loopback destination; on loopback, else, the first free
+/// 127.0.0.x (as uroce's tools pick their device).
+fn device_for(dst: IpAddr, verb: &'static str) -> Result<Context, Error> {
+    let open = registry::open_contexts();
+    let fits = |c: &&Context| device_ip(c, dst.is_ipv4()).is_some_and(|ip| ip.is_loopback() == dst.is_loopback());
+    if let Some(c) = open.iter().find(fits) {
+        return Ok(c.clone());
+    }
+    if let Some(c) = open.iter().find(|c| device_ip(c, dst.is_ipv4()).is_some()) {
+        return Ok(c.clone());
+    }
+    if dst.is_loopback() && dst.is_ipv4() {
+        if let Some(c) = (1..=16u8).find_map(|h| Device::open(&format!("udp:127.0.0.{h}")).ok()) {
+            return Ok(c);
+        }
+    }
+    Err(cm_err(
+        verb,
+        EADDRNOTAVAIL,
+        format!("no uroce device reaches {dst}: open one (Device::open) or give a source address"),
+    ))
+}
+
+/// The device's address of one family (IPv6: not link-local, if it has one).
+fn device_ip(ctx: &Context, v4: bool) -> Option<IpAddr> {
+    let info = ctx.link_info();
+    if v4 {
+        info.ipv4.map(IpAddr::V4)
+    } else {
+        info.ipv6.last().map(|v6| IpAddr::V6(*v6))
+    }
+}
+
+fn no_family(ctx: &Context, dst: SocketAddr, verb: &'static str) -> Error {
+    cm_err(verb, EADDRNOTAVAIL, format!("device {} has no address of {dst}'s family", ctx.link_info().name))
+}
+
+/// The GID of an IP: IPv4-mapped for IPv4, as rxe's GID index 1.
+pub(crate) fn gid_of(ip: IpAddr) -> Gid {
+    Gid(LinkGid::from_ip(ip).0)
+}
+
+/// The index of `gid` in the device's GID table (1, the IPv4 GID, if absent).
+pub(crate) fn gid_index(ctx: &Context, gid: Gid) -> u8 {
+    ctx.link_info().gids.index_of(LinkGid(gid.0)).map_or(1, |i| i as u8)
+}

@@ -1,0 +1,213 @@
+//! The CM's events as rdma_cm reports them (the kernel's `cma_req_handler`
+//! and `cma_ib_handler`, with librdmacm's QP handling): a REQ finds its
+//! listener and becomes a CONNECT_REQUEST, a REP moves the QP to RTS and
+//! answers with an RTU, and so on. Runs on the agent thread, agent locked.
+
+use super::addr::gid_index;
+use super::agent::{Agent, AgentState};
+use super::conn::accepted_mtu;
+use super::event::libc_errno::{EINVAL, ETIMEDOUT};
+use super::event::{CmEvent, CmEventType, ConnParam};
+use super::id::{connect_qp, qp_to_err, CmId, CmaState, IdInner, Route};
+use super::qp_attr::ConnInfo;
+use super::registry;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Weak};
+use uroce_transport::cm::ip::{parse_service_id, CmaHdr, CMA_HDR_LEN};
+use uroce_transport::cm::msg::{RejRepr, RepRepr, ReqRepr, TRANSPORT_RC};
+use uroce_transport::cm::timing::{ack_timeout, CMA_CM_MRA_SERVICE_TIMEOUT, CMA_IBOE_PACKET_LIFETIME};
+use uroce_transport::cm::{CmEvent as IbEvent, CommId, RejReason};
+use uroce_transport::engine::{AddressVector, Gid};
+
+/// IDs whose events were queued: released after the agent's lock, so that
+/// a last reference never destroys an ID inside it.
+pub(crate) type Keep = Vec<Arc<IdInner>>;
+
+pub(crate) fn on_event(agent: &Arc<Agent>, st: &mut AgentState, ev: IbEvent, keep: &mut Keep) {
+    if let IbEvent::ReqReceived { id, src_gid, req } = ev {
+        on_req(agent, st, id, src_gid, req, keep);
+        return;
+    }
+    let Some(inner) = st.ids.get(&ev.id()).and_then(Weak::upgrade) else { return };
+    keep.push(inner.clone());
+    let id = CmId(inner);
+    let cma = id.state().cma;
+    match ev {
+        IbEvent::RepReceived { id: comm, rep } if cma == CmaState::Connect => on_rep(agent, st, &id, comm, &rep),
+        IbEvent::RtuReceived { .. } if cma == CmaState::Connect => {
+            deliver(&id, None, CmEventType::Established, 0, ConnParam::default())
+        }
+        IbEvent::RejReceived { rej, .. } if cma == CmaState::Connect => on_rej(&id, &rej),
+        IbEvent::DreqReceived { .. } | IbEvent::DrepReceived { .. } if cma == CmaState::Connect => disconnected(&id, 0),
+        IbEvent::DreqError { .. } if cma == CmaState::Connect => disconnected(&id, -ETIMEDOUT),
+        IbEvent::ReqError { .. } | IbEvent::RepError { .. } if cma == CmaState::Connect => {
+            deliver(&id, None, CmEventType::Unreachable, -ETIMEDOUT, ConnParam::default())
+        }
+        IbEvent::TimewaitExit { .. } if cma == CmaState::Disconnect => {
+            deliver(&id, None, CmEventType::TimewaitExit, 0, ConnParam::default())
+        }
+        // An MRA only means "wait longer"; events in other states are stale.
+        _ => {}
+    }
+}
+
+fn deliver(id: &CmId, listen_id: Option<CmId>, event: CmEventType, status: i32, param: ConnParam) {
+    if let Some(ch) = id.0.channel.upgrade() {
+        ch.push(CmEvent { id: id.clone(), listen_id, event, status, param });
+    }
+}
+
+fn disconnected(id: &CmId, status: i32) {
+    id.state().cma = CmaState::Disconnect;
+    deliver(id, None, CmEventType::Disconnected, status, ConnParam::default());
+}
+
+/// A REQ for a service some listener registered: the listener whose address
+/// matches the IP CM header's destination gets CONNECT_REQUEST with a new
+/// ID; with none (or a REQ this stack cannot take), a consumer REJ, as the
+/// kernel answers when its rdma_cm handler fails.
+fn on_req(agent: &Arc<Agent>, st: &mut AgentState, comm: CommId, src: Gid, req: Box<ReqRepr>, keep: &mut Keep) {
+    let now = agent.now();
+    let hdr = CmaHdr::parse(&req.private_data).ok();
+    let listener = hdr.and_then(|h| find_listener(agent, &req, &h));
+    let (Some(hdr), Some(listener), TRANSPORT_RC) = (hdr, listener, req.transport_service_type) else {
+        tracing::debug!("rdma_cm: no listener takes {req}");
+        let _ = st.cm.reject(now, comm, RejReason::CONSUMER_DEFINED, &[], &[]);
+        return;
+    };
+    keep.push(listener.0.clone());
+    let child = CmId(Arc::new(IdInner::new(listener.0.channel.clone(), listener.0.ps)));
+    keep.push(child.0.clone());
+    let (port, param) = (parse_service_id(req.service_id).map_or(0, |(_, p)| p), request_param(&req));
+    {
+        let mut c = child.state();
+        let sgid = req.primary.remote_gid;
+        c.cma = CmaState::Connect;
+        c.src = Some(SocketAddr::new(hdr.dst_addr, port));
+        c.dst = Some(SocketAddr::new(hdr.src_addr, hdr.src_port));
+        c.ctx = Some(agent.ctx.clone());
+        c.agent = Some(agent.clone());
+        c.route = Some(Route {
+            sgid,
+            sgid_index: gid_index(&agent.ctx, sgid),
+            dgid: req.primary.local_gid,
+            path_mtu: accepted_mtu(&agent.ctx, req.path_mtu),
+            flow_label: req.primary.flow_label,
+            hop_limit: req.primary.hop_limit.max(1),
+            traffic_class: req.primary.traffic_class,
+        });
+        c.comm_id = Some(comm);
+        c.seq_num = agent.ctx.shared().engine().random_psn();
+        // The peer's initiator depth is what this side serves, and the other way round.
+        c.responder_resources = req.initiator_depth;
+        c.initiator_depth = req.responder_resources;
+        c.req = Some(req);
+    }
+    st.ids.insert(comm, Arc::downgrade(&child.0));
+    let _ = src;
+    // Promise an MRA while the consumer decides, sent if the peer asks again.
+    let _ = st.cm.mra(comm, CMA_CM_MRA_SERVICE_TIMEOUT, true, &[]);
+    deliver(&child, Some(listener), CmEventType::ConnectRequest, 0, param);
+}
+
+/// The listener on the REQ's port whose address is the header's
+/// destination (or the wildcard of its family, `::` taking IPv4 too) and
+/// whose device is this one.
+fn find_listener(agent: &Agent, req: &ReqRepr, hdr: &CmaHdr) -> Option<CmId> {
+    let (ps, port) = parse_service_id(req.service_id)?;
+    let takes = |ip: IpAddr| match ip {
+        IpAddr::V4(v4) if v4.is_unspecified() => hdr.dst_addr.is_ipv4(),
+        IpAddr::V6(v6) if v6.is_unspecified() => true,
+        ip => ip == hdr.dst_addr && registry::has_ip(&agent.ctx, ip),
+    };
+    registry::listeners()
+        .into_iter()
+        .filter(|l| l.ps == ps && l.addr.port() == port && takes(l.addr.ip()))
+        .filter_map(|l| l.id.upgrade())
+        .map(CmId)
+        .find(|l| l.state().cma == CmaState::Listen)
+}
+
+/// CONNECT_REQUEST's parameters: the consumer's private data (after the IP
+/// CM header), and the REQ's values as this side sees them.
+fn request_param(req: &ReqRepr) -> ConnParam {
+    ConnParam {
+        private_data: req.private_data[CMA_HDR_LEN..].to_vec(),
+        responder_resources: req.initiator_depth,
+        initiator_depth: req.responder_resources,
+        flow_control: req.end_to_end_flow_control,
+        retry_count: req.retry_count,
+        rnr_retry_count: req.rnr_retry_count,
+        srq: req.srq,
+        qp_num: req.local_qpn,
+        ..ConnParam::default()
+    }
+}
+
+/// The REP of our REQ: the QP goes to RTS with what it carries, the RTU
+/// goes out, ESTABLISHED (librdmacm's `ucma_process_conn_resp`); without a
+/// QP, CONNECT_RESPONSE and the caller finishes with `establish`.
+fn on_rep(agent: &Agent, st: &mut AgentState, id: &CmId, comm: CommId, rep: &RepRepr) {
+    let param = ConnParam {
+        private_data: rep.private_data.to_vec(),
+        responder_resources: rep.initiator_depth,
+        initiator_depth: rep.responder_resources,
+        flow_control: rep.end_to_end_flow_control,
+        rnr_retry_count: rep.rnr_retry_count,
+        srq: rep.srq,
+        qp_num: rep.local_qpn,
+        ..ConnParam::default()
+    };
+    let (conn, qp) = {
+        let mut s = id.state();
+        let route = s.route.expect("a connecting ID has its route");
+        let conn = ConnInfo {
+            av: AddressVector {
+                dgid: route.dgid,
+                sgid_index: route.sgid_index,
+                flow_label: route.flow_label,
+                hop_limit: route.hop_limit,
+                traffic_class: route.traffic_class,
+                port_num: 1,
+            },
+            path_mtu: route.path_mtu,
+            dest_qpn: rep.local_qpn,
+            rq_psn: s.seq_num,
+            sq_psn: rep.starting_psn,
+            // What the peer asks of us, and serves us.
+            max_dest_rd_atomic: rep.initiator_depth,
+            max_rd_atomic: rep.responder_resources,
+            timeout: ack_timeout(rep.target_ack_delay, CMA_IBOE_PACKET_LIFETIME),
+            retry_cnt: s.retry_count,
+            rnr_retry: rep.rnr_retry_count,
+        };
+        s.conn = Some(conn);
+        (conn, s.qp.clone())
+    };
+    let Some(qp) = qp else {
+        let _ = st.cm.mra(comm, CMA_CM_MRA_SERVICE_TIMEOUT, true, &[]);
+        deliver(id, None, CmEventType::ConnectResponse, 0, param);
+        return;
+    };
+    match connect_qp(&qp, &conn) {
+        Ok(()) => {
+            let _ = st.cm.ready_to_use(comm, &[]);
+            deliver(id, None, CmEventType::Established, 0, param);
+        }
+        Err(e) => {
+            tracing::warn!("rdma_cm: the REP's attributes do not fit the QP: {e}");
+            qp_to_err(&qp);
+            let _ = st.cm.reject(agent.now(), comm, RejReason::CONSUMER_DEFINED, &[], &[]);
+            deliver(id, None, CmEventType::ConnectError, -EINVAL, param);
+        }
+    }
+}
+
+/// A REJ: the QP goes to ERR, REJECTED with the reason as status.
+fn on_rej(id: &CmId, rej: &RejRepr) {
+    if let Some(qp) = id.qp() {
+        qp_to_err(&qp);
+    }
+    let param = ConnParam { private_data: rej.private_data.to_vec(), ..ConnParam::default() };
+    deliver(id, None, CmEventType::Rejected, i32::from(rej.reason.0), param);
+}

@@ -1,0 +1,244 @@
+//! `struct rdma_cm_id`: what an ID is (its state, addresses, route, QP,
+//! connection), the calls that read it, and what dropping it does.
+
+use super::agent::Agent;
+use super::event::{libc_errno::EINVAL, ChannelInner, EventChannel};
+use super::qp_attr::{self, ConnInfo};
+use super::registry;
+use crate::context::Context;
+use crate::error::Error;
+use crate::memory::Pd;
+use crate::qp::{Qp, QpInit};
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use uroce_transport::cm::msg::ReqRepr;
+use uroce_transport::cm::{CommId, PortSpace};
+use uroce_transport::engine::{Gid, Mtu, QpAttr, QpAttrMask, QpState, QpType};
+
+/// `enum rdma_cm_state`, the states uroce's IDs go through (address and
+/// route resolution complete at once, so their "query" states are not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CmaState {
+    Idle,
+    AddrBound,
+    AddrResolved,
+    RouteResolved,
+    Connect,
+    Disconnect,
+    Listen,
+}
+
+/// The path to the peer, as `rdma_resolve_route` finds it on RoCE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Route {
+    pub sgid: Gid,
+    pub sgid_index: u8,
+    pub dgid: Gid,
+    pub path_mtu: Mtu,
+    pub flow_label: u32,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+pub(crate) struct IdState {
+    pub cma: CmaState,
+    pub src: Option<SocketAddr>,
+    pub dst: Option<SocketAddr>,
+    pub ctx: Option<Context>,
+    pub agent: Option<Arc<Agent>>,
+    /// A listener's agents (one per device it listens on).
+    pub listen_agents: Vec<Arc<Agent>>,
+    pub route: Option<Route>,
+    pub comm_id: Option<CommId>,
+    pub qp: Option<Qp>,
+    /// The PSN the peer starts with, which this side advertises.
+    pub seq_num: u32,
+    /// What this side serves and asks (librdmacm's `responder_resources`,
+    /// `initiator_depth` of the ID).
+    pub responder_resources: u8,
+    pub initiator_depth: u8,
+    /// The active side's REQ values, kept for its QP.
+    pub retry_count: u8,
+    /// The QP's attributes, once the peer's REQ or REP told them.
+    pub conn: Option<ConnInfo>,
+    /// The passive side's REQ.
+    pub req: Option<Box<ReqRepr>>,
+}
+
+pub(crate) struct IdInner {
+    pub key: usize,
+    pub ps: PortSpace,
+    pub channel: Weak<ChannelInner>,
+    pub state: Mutex<IdState>,
+}
+
+impl IdInner {
+    pub fn new(channel: Weak<ChannelInner>, ps: PortSpace) -> IdInner {
+        IdInner {
+            key: registry::new_key(),
+            ps,
+            channel,
+            state: Mutex::new(IdState {
+                cma: CmaState::Idle,
+                src: None,
+                dst: None,
+                ctx: None,
+                agent: None,
+                listen_agents: Vec::new(),
+                route: None,
+                comm_id: None,
+                qp: None,
+                seq_num: 0,
+                responder_resources: 0,
+                initiator_depth: 0,
+                retry_count: 0,
+                conn: None,
+                req: None,
+            }),
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, IdState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for IdInner {
+    /// `rdma_destroy_id`: the port and the listens go; a connection tells
+    /// its peer (REJ, DREQ or DREP, as the CM state calls for).
+    fn drop(&mut self) {
+        registry::unbind(self.key);
+        registry::remove_listener(self.key);
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        for agent in st.listen_agents.drain(..) {
+            agent.unregister(self.key);
+        }
+        if let (Some(agent), Some(id)) = (st.agent.take(), st.comm_id) {
+            agent.destroy(id);
+        }
+    }
+}
+
+/// `struct rdma_cm_id`: cheap to clone; the last clone destroys it
+/// (`rdma_destroy_id`). Events hold it too: take them before dropping the channel.
+#[derive(Clone)]
+pub struct CmId(pub(crate) Arc<IdInner>);
+
+/// An rdma_cm error naming `verb`, with librdmacm's errno.
+pub(crate) fn cm_err(verb: &'static str, errno: i32, what: impl Into<String>) -> Error {
+    Error::Cm { verb, what: what.into(), errno }
+}
+
+impl CmId {
+    /// `rdma_create_id` on `channel`.
+    pub fn new(channel: &EventChannel, ps: PortSpace) -> Result<CmId, Error> {
+        channel.create_id(ps)
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, IdState> {
+        self.0.lock()
+    }
+
+    /// The port space.
+    pub fn port_space(&self) -> PortSpace {
+        self.0.ps
+    }
+
+    /// The device the ID uses (`id->verbs`), once bound or resolved.
+    pub fn context(&self) -> Option<Context> {
+        self.state().ctx.clone()
+    }
+
+    /// The QP `create_qp` made, if any (`id->qp`).
+    pub fn qp(&self) -> Option<Qp> {
+        self.state().qp.clone()
+    }
+
+    /// The local address (`rdma_get_local_addr`).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.state().src
+    }
+
+    /// The peer's address (`rdma_get_peer_addr`).
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.state().dst
+    }
+
+    /// The port number: uroce devices have one.
+    pub fn port_num(&self) -> u8 {
+        1
+    }
+
+    /// `rdma_create_qp`: a QP on the ID's device, in INIT with no remote
+    /// access yet; connect and accept give it what the exchange decides.
+    pub fn create_qp(&self, pd: &Pd, init: &QpInit) -> Result<Qp, Error> {
+        const VERB: &str = "rdma_create_qp";
+        let mut st = self.state();
+        let ctx = st
+            .ctx
+            .clone()
+            .ok_or_else(|| cm_err(VERB, EINVAL, "the ID has no device yet: bind or resolve an address first"))?;
+        if !Arc::ptr_eq(&ctx.0, &pd.context().0) {
+            return Err(cm_err(VERB, EINVAL, "the PD belongs to another device than the ID"));
+        }
+        if init.qp_type != QpType::Rc {
+            return Err(cm_err(VERB, EINVAL, format!("a {:?} QP: RDMA_PS_TCP connects RC QPs", init.qp_type)));
+        }
+        if st.qp.is_some() {
+            return Err(cm_err(VERB, EINVAL, "the ID has a QP already"));
+        }
+        let qp = pd.create_qp(init)?;
+        let (attr, mask) = qp_attr::init(Default::default());
+        qp.modify(&attr, mask)?;
+        st.qp = Some(qp.clone());
+        Ok(qp)
+    }
+
+    /// `rdma_init_qp_attr`: the attributes (and mask) that move a QP this
+    /// application manages to `state` for this connection.
+    pub fn init_qp_attr(&self, state: QpState) -> Result<(QpAttr, QpAttrMask), Error> {
+        const VERB: &str = "rdma_init_qp_attr";
+        let st = self.state();
+        let conn = st.conn.as_ref();
+        match (state, conn) {
+            (QpState::Init, Some(c)) => Ok(qp_attr::init(c.access())),
+            (QpState::Init, None) => Ok(qp_attr::init(Default::default())),
+            (QpState::Rtr, Some(c)) => Ok(qp_attr::rtr(c)),
+            (QpState::Rts, Some(c)) => Ok(qp_attr::rts(c)),
+            (QpState::Rtr | QpState::Rts, None) => {
+                Err(cm_err(VERB, EINVAL, "no connection yet: the peer's REQ or REP decides these attributes"))
+            }
+            (s, _) => Err(cm_err(VERB, EINVAL, format!("no attributes for state {s}"))),
+        }
+    }
+}
+
+/// Moves `qp` through INIT (access), RTR and RTS for connection `c`
+/// (librdmacm's `ucma_modify_qp_rtr` and `ucma_modify_qp_rts`).
+pub(crate) fn connect_qp(qp: &Qp, c: &ConnInfo) -> Result<(), Error> {
+    for (attr, mask) in [qp_attr::init(c.access()), qp_attr::rtr(c), qp_attr::rts(c)] {
+        qp.modify(&attr, mask)?;
+    }
+    Ok(())
+}
+
+/// Moves `qp` to ERR (librdmacm's `ucma_modify_qp_err`): its WRs flush.
+pub(crate) fn qp_to_err(qp: &Qp) {
+    let _ = qp.modify(&QpAttr { qp_state: QpState::Err, ..Default::default() }, QpAttrMask::STATE);
+}
+
+impl PartialEq for CmId {
+    fn eq(&self, other: &CmId) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CmId {}
+
+impl fmt::Debug for CmId {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let st = self.state();
+        f.debug_struct("CmId").field("state", &st.cma).field("src", &st.src).field("dst", &st.dst).finish()
+    }
+}

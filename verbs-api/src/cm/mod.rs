@@ -1,0 +1,79 @@
+//! rdma_cm: connecting RC QPs by IP address and port, as librdmacm does,
+//! with the IB Communication Manager's MADs on QP1 (what the kernel's
+//! rdma_cm speaks on RoCEv2, so either end may be the kernel's).
+//!
+//! The calls are librdmacm's: an [`EventChannel`] (`rdma_create_event_channel`)
+//! gives [`CmId`]s (`rdma_create_id`); a server binds, listens and accepts
+//! the IDs its CONNECT_REQUEST events carry; a client resolves the address
+//! and route, connects, and waits for ESTABLISHED. Either side disconnects.
+//! Connecting to a port nobody listens on is REJECTED (status 8, invalid
+//! service ID) at once; to a host nobody answers on, UNREACHABLE after the
+//! REQ's retries (the kernel's timing, or [`ConnParam::cm_response_timeout`]
+//! and [`ConnParam::max_cm_retries`]).
+//!
+//! Addresses name devices: an ID bound to an IP uses the open [`Context`]
+//! whose link has it (or opens `udp:IP`). Each context that rdma_cm uses
+//! gets QP1 and a thread that answers the CM (its "agent") while IDs use it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use uroce_verbs::cm::*;
+//! use uroce_verbs::*;
+//! let t = Duration::from_secs(10);
+//!
+//! // The server: listen on 127.0.24.1:7471.
+//! let server_ch = EventChannel::new().unwrap();
+//! let listener = server_ch.create_id(PortSpace::Tcp).unwrap();
+//! listener.bind_addr("127.0.24.1:7471".parse().unwrap()).unwrap();
+//! listener.listen(1).unwrap();
+//!
+//! // The client: resolve, create the QP, connect.
+//! let client_ch = EventChannel::new().unwrap();
+//! let client = client_ch.create_id(PortSpace::Tcp).unwrap();
+//! let src = "127.0.24.2:0".parse().unwrap();
+//! client.resolve_addr(Some(src), "127.0.24.1:7471".parse().unwrap(), t).unwrap();
+//! assert_eq!(client_ch.get_cm_event(t).unwrap().event, CmEventType::AddrResolved);
+//! client.resolve_route(t).unwrap();
+//! assert_eq!(client_ch.get_cm_event(t).unwrap().event, CmEventType::RouteResolved);
+//! let ctx = client.context().unwrap();
+//! let cq = ctx.create_cq(16, None).unwrap();
+//! client.create_qp(&ctx.alloc_pd(), &QpInit::rc(&cq, &cq)).unwrap();
+//! let param = ConnParam { responder_resources: 1, initiator_depth: 1, retry_count: 7, rnr_retry_count: 7,
+//!     private_data: b"hi".to_vec(), ..ConnParam::default() };
+//! client.connect(&param).unwrap();
+//!
+//! // The server accepts the request's ID with a QP of its own.
+//! let req = server_ch.get_cm_event(t).unwrap();
+//! assert_eq!(req.event, CmEventType::ConnectRequest);
+//! assert_eq!(&req.param.private_data[..2], b"hi");
+//! let sctx = req.id.context().unwrap();
+//! let scq = sctx.create_cq(16, None).unwrap();
+//! req.id.create_qp(&sctx.alloc_pd(), &QpInit::rc(&scq, &scq)).unwrap();
+//! req.id.accept(None).unwrap();
+//!
+//! assert_eq!(client_ch.get_cm_event(t).unwrap().event, CmEventType::Established);
+//! assert_eq!(server_ch.get_cm_event(t).unwrap().event, CmEventType::Established);
+//! assert_eq!(client.qp().unwrap().state(), QpState::Rts);
+//!
+//! // Disconnect from the client; each side hears DISCONNECTED.
+//! client.disconnect().unwrap();
+//! assert_eq!(server_ch.get_cm_event(t).unwrap().event, CmEventType::Disconnected);
+//! req.id.disconnect().unwrap();
+//! assert_eq!(client_ch.get_cm_event(t).unwrap().event, CmEventType::Disconnected);
+//! ```
+
+mod addr;
+mod agent;
+mod conn;
+mod dispatch;
+mod event;
+mod id;
+mod qp_attr;
+mod registry;
+
+pub use conn::CONNECT_PRIVATE_DATA_LEN;
+pub use event::{libc_errno, CmEvent, CmEventType, ConnParam, EventChannel, RDMA_MAX_INIT_DEPTH, RDMA_MAX_RESP_RES};
+pub use id::CmId;
+pub use uroce_transport::cm::{PortSpace, RejReason};
+
+pub(crate) use registry::note_context;

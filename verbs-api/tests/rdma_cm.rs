@@ -1,0 +1,251 @@
+//! rdma_cm over the loopback udp link: connections that carry SEND, RDMA
+//! WRITE and READ with the QP attributes the REQ and REP decide; rejects,
+//! unreachable peers and disconnects from either side, each within a
+//! bounded time; API errors that name their verb.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use uroce_verbs::cm::*;
+use uroce_verbs::*;
+
+const T: Duration = Duration::from_secs(10);
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn expect(ch: &EventChannel, want: CmEventType) -> CmEvent {
+    let ev = ch.get_cm_event(T).unwrap_or_else(|e| panic!("waiting for {want}: {e}"));
+    assert_eq!(ev.event, want, "{ev}");
+    ev
+}
+
+struct End {
+    ch: EventChannel,
+    id: CmId,
+    cq: Cq,
+    pd: Pd,
+    qp: Qp,
+}
+
+fn params() -> ConnParam {
+    ConnParam { responder_resources: 1, initiator_depth: 1, retry_count: 7, rnr_retry_count: 7, ..ConnParam::default() }
+}
+
+fn listen(at: &str) -> (EventChannel, CmId) {
+    let ch = EventChannel::new().unwrap();
+    let l = ch.create_id(PortSpace::Tcp).unwrap();
+    l.bind_addr(addr(at)).unwrap();
+    l.listen(4).unwrap();
+    (ch, l)
+}
+
+/// A client ID with its QP, route resolved, not yet connected.
+fn client(src: &str, dst: &str) -> End {
+    let ch = EventChannel::new().unwrap();
+    let id = ch.create_id(PortSpace::Tcp).unwrap();
+    id.resolve_addr(Some(addr(src)), addr(dst), T).unwrap();
+    expect(&ch, CmEventType::AddrResolved);
+    id.resolve_route(T).unwrap();
+    expect(&ch, CmEventType::RouteResolved);
+    let ctx = id.context().unwrap();
+    let (pd, cq) = (ctx.alloc_pd(), ctx.create_cq(64, None).unwrap());
+    let qp = id.create_qp(&pd, &QpInit::rc(&cq, &cq)).unwrap();
+    assert_eq!(qp.state(), QpState::Init);
+    End { ch, id, cq, pd, qp }
+}
+
+/// The server's side of a CONNECT_REQUEST: a QP on the request's ID.
+fn take_request(ch: &EventChannel) -> (End, CmEvent) {
+    let ev = expect(ch, CmEventType::ConnectRequest);
+    let ctx = ev.id.context().unwrap();
+    let (pd, cq) = (ctx.alloc_pd(), ctx.create_cq(64, None).unwrap());
+    let qp = ev.id.create_qp(&pd, &QpInit::rc(&cq, &cq)).unwrap();
+    (End { ch: ch.clone(), id: ev.id.clone(), cq, pd, qp }, ev)
+}
+
+fn connect_pair(server_at: &str, client_at: &str) -> (End, End, CmId, EventChannel) {
+    let (sch, listener) = listen(server_at);
+    let c = client(client_at, server_at);
+    c.id.connect(&ConnParam { private_data: b"from the client".to_vec(), ..params() }).unwrap();
+    let (s, req) = take_request(&sch);
+    assert_eq!(&req.param.private_data[..15], b"from the client");
+    assert_eq!(req.param.private_data.len(), CONNECT_PRIVATE_DATA_LEN);
+    assert_eq!(req.listen_id.as_ref(), Some(&listener));
+    assert_eq!(req.param.qp_num, c.qp.qp_num());
+    s.id.accept(Some(&ConnParam { private_data: b"from the server".to_vec(), ..params() })).unwrap();
+    let est = expect(&c.ch, CmEventType::Established);
+    assert_eq!(&est.param.private_data[..15], b"from the server");
+    assert_eq!(est.param.qp_num, s.qp.qp_num());
+    expect(&sch, CmEventType::Established);
+    (c, s, listener, sch)
+}
+
+#[test]
+fn a_connection_carries_send_write_and_read() {
+    let (c, s, _l, _sch) = connect_pair("127.0.90.1:7174", "127.0.90.2:0");
+    // The QPs: each other's numbers, each other's PSNs, READ and WRITE allowed.
+    let (ca, sa) = (c.qp.query(), s.qp.query());
+    assert_eq!((ca.qp_state, sa.qp_state), (QpState::Rts, QpState::Rts));
+    assert_eq!((ca.dest_qp_num, sa.dest_qp_num), (s.qp.qp_num(), c.qp.qp_num()));
+    assert_eq!((ca.sq_psn, sa.sq_psn), (sa.rq_psn, ca.rq_psn));
+    assert_eq!((ca.max_rd_atomic, ca.max_dest_rd_atomic, sa.max_rd_atomic), (1, 1, 1));
+    assert_eq!((ca.retry_cnt, sa.retry_cnt, ca.rnr_retry, sa.rnr_retry), (7, 7, 7, 7));
+    assert_eq!((ca.timeout, sa.timeout), (19, 19));
+    assert_eq!(ca.path_mtu, sa.path_mtu);
+    // The flow label both ends use is the kernel's hash of the two ports.
+    let (src, dst) = (c.id.local_addr().unwrap(), c.id.peer_addr().unwrap());
+    assert_eq!(dst.port(), 7174);
+    let fl = (u32::from(src.port()) * 31 + 7174) & 0xf_ffff;
+    assert_eq!((ca.ah_attr.flow_label, sa.ah_attr.flow_label), (fl, fl));
+    assert_eq!(s.id.peer_addr(), Some(src));
+    assert!(ca.qp_access_flags.contains(AccessFlags::REMOTE_READ));
+
+    let rw = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
+    let cbuf = c.pd.reg_mr(4096, rw).unwrap();
+    let sbuf = s.pd.reg_mr(4096, rw).unwrap();
+    s.qp.post_recv(&RecvWr { wr_id: 1, sg_list: vec![sbuf.sge(0, 64)] }).unwrap();
+    cbuf.write(0, b"ping");
+    c.qp.post_send(&SendWr::new(1, WrOp::Send, vec![cbuf.sge(0, 4)])).unwrap();
+    assert_eq!(c.cq.wait_one(T).unwrap().status, WcStatus::Success);
+    let wc = s.cq.wait_one(T).unwrap();
+    assert_eq!((wc.status, wc.byte_len), (WcStatus::Success, 4));
+    // The server READs the client's buffer and WRITEs it back elsewhere, as rping does.
+    cbuf.write(100, &[7u8; 1000]);
+    let read = WrOp::RdmaRead { remote_addr: cbuf.addr() + 100, rkey: cbuf.rkey() };
+    s.qp.post_send(&SendWr::new(2, read, vec![sbuf.sge(0, 1000)])).unwrap();
+    assert_eq!(s.cq.wait_one(T).unwrap().status, WcStatus::Success);
+    let write = WrOp::RdmaWrite { remote_addr: cbuf.addr() + 2000, rkey: cbuf.rkey() };
+    s.qp.post_send(&SendWr::new(3, write, vec![sbuf.sge(0, 1000)])).unwrap();
+    assert_eq!(s.cq.wait_one(T).unwrap().status, WcStatus::Success);
+    let mut back = [0u8; 1000];
+    cbuf.read(2000, &mut back);
+    assert_eq!(back, [7u8; 1000]);
+}
+
+#[test]
+fn disconnect_from_the_client_then_timewait_exit() {
+    let (c, s, _l, sch) = connect_pair("127.0.91.1:7174", "127.0.91.2:0");
+    c.id.disconnect().unwrap();
+    assert_eq!(c.qp.state(), QpState::Err);
+    expect(&sch, CmEventType::Disconnected);
+    s.id.disconnect().unwrap();
+    expect(&c.ch, CmEventType::Disconnected);
+    // Timewait: 4.096 us x 2^19, about 2 s.
+    let started = Instant::now();
+    expect(&c.ch, CmEventType::TimewaitExit);
+    expect(&sch, CmEventType::TimewaitExit);
+    assert!(started.elapsed() < Duration::from_secs(4));
+}
+
+#[test]
+fn disconnect_from_the_server() {
+    let (c, s, _l, sch) = connect_pair("127.0.92.1:7174", "127.0.92.2:0");
+    s.id.disconnect().unwrap();
+    expect(&c.ch, CmEventType::Disconnected);
+    c.id.disconnect().unwrap();
+    expect(&sch, CmEventType::Disconnected);
+    // Posting on a disconnected QP flushes.
+    c.qp.post_recv(&RecvWr { wr_id: 9, sg_list: vec![] }).unwrap();
+    assert_eq!(c.cq.wait_one(T).unwrap().status, WcStatus::WrFlushErr);
+}
+
+#[test]
+fn dropping_a_connected_id_disconnects_its_peer() {
+    let (c, s, _l, sch) = connect_pair("127.0.93.1:7174", "127.0.93.2:0");
+    let End { ch, id, qp, .. } = c;
+    drop(id);
+    expect(&sch, CmEventType::Disconnected);
+    // The server answers; nobody is left to hear it, and nothing hangs.
+    s.id.disconnect().unwrap();
+    drop((qp, ch));
+}
+
+#[test]
+fn a_rejected_request_says_why_and_carries_private_data() {
+    let (sch, _l) = listen("127.0.94.1:7174");
+    let c = client("127.0.94.2:0", "127.0.94.1:7174");
+    c.id.connect(&params()).unwrap();
+    let req = expect(&sch, CmEventType::ConnectRequest);
+    req.id.reject(b"not today").unwrap();
+    let ev = expect(&c.ch, CmEventType::Rejected);
+    assert_eq!(ev.status, 28, "consumer defined");
+    assert_eq!(&ev.param.private_data[..9], b"not today");
+    assert_eq!(ev.to_string(), "RDMA_CM_EVENT_REJECTED status 28 (consumer defined)");
+    assert_eq!(c.qp.state(), QpState::Err);
+}
+
+#[test]
+fn nobody_listening_is_rejected_at_once() {
+    // A device answers on 127.0.95.1, but nothing listens on port 9.
+    let (_sch, _l) = listen("127.0.95.1:7174");
+    let c = client("127.0.95.2:0", "127.0.95.1:9");
+    let started = Instant::now();
+    c.id.connect(&params()).unwrap();
+    let ev = expect(&c.ch, CmEventType::Rejected);
+    assert_eq!(ev.status, 8, "invalid service ID");
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
+fn nobody_there_is_unreachable_after_the_retries() {
+    // No CM answers on 127.0.96.9: one REQ, one retry, each waiting 2 x 1024 ms + 1 ms.
+    let c = client("127.0.96.2:0", "127.0.96.9:7174");
+    let started = Instant::now();
+    c.id.connect(&ConnParam { cm_response_timeout: 8, max_cm_retries: 1, ..params() }).unwrap();
+    let ev = c.ch.get_cm_event(Duration::from_secs(10)).unwrap();
+    assert_eq!((ev.event, ev.status), (CmEventType::Unreachable, -110));
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(4000) && took < Duration::from_secs(6), "{took:?}");
+}
+
+#[test]
+fn a_wildcard_listener_takes_two_connections() {
+    // The listener's device is open before it listens on 0.0.0.0.
+    let _dev = Device::open("udp:127.0.97.1").unwrap();
+    let (sch, _l) = listen("0.0.0.0:7175");
+    let mut ends = Vec::new();
+    for h in 2..4 {
+        let c = client(&format!("127.0.97.{h}:0"), "127.0.97.1:7175");
+        c.id.connect(&params()).unwrap();
+        let (s, req) = take_request(&sch);
+        assert_eq!(req.id.local_addr(), Some(addr("127.0.97.1:7175")));
+        s.id.accept(None).unwrap();
+        expect(&c.ch, CmEventType::Established);
+        expect(&sch, CmEventType::Established);
+        ends.push((c, s));
+    }
+    assert_ne!(ends[0].1.qp.qp_num(), ends[1].1.qp.qp_num());
+}
+
+#[test]
+fn manual_progress_contexts_connect_while_the_caller_waits() {
+    let opts = OpenOptions { progress: Progress::Manual, ..OpenOptions::default() };
+    let _s = Device::open_with("udp:127.0.98.1", &opts).unwrap();
+    let _c = Device::open_with("udp:127.0.98.2", &opts).unwrap();
+    let (c, s, _l, _sch) = connect_pair("127.0.98.1:7174", "127.0.98.2:0");
+    assert_eq!(c.id.context().unwrap().progress_mode(), Progress::Manual);
+    assert_eq!((c.qp.state(), s.qp.state()), (QpState::Rts, QpState::Rts));
+}
+
+#[test]
+fn calls_out_of_order_are_errors_that_name_the_verb() {
+    let ch = EventChannel::new().unwrap();
+    let id = ch.create_id(PortSpace::Tcp).unwrap();
+    let e = id.connect(&params()).unwrap_err();
+    assert!(e.to_string().starts_with("rdma_connect: the ID is in state Idle"), "{e}");
+    assert!(id.resolve_route(T).unwrap_err().to_string().starts_with("rdma_resolve_route:"));
+    assert!(id.accept(None).unwrap_err().to_string().starts_with("rdma_accept: not a connection request"));
+    assert!(id.disconnect().unwrap_err().to_string().starts_with("rdma_disconnect: no connection"));
+    assert!(ch.create_id(PortSpace::Udp).unwrap_err().to_string().starts_with("rdma_create_id:"));
+    // A port in use.
+    id.bind_addr(addr("127.0.99.1:7174")).unwrap();
+    let other = ch.create_id(PortSpace::Tcp).unwrap();
+    let e = other.bind_addr(addr("127.0.99.1:7174")).unwrap_err();
+    assert!(matches!(e, Error::Cm { errno: 98, .. }), "{e}");
+    // Too much private data.
+    let c = client("127.0.99.2:0", "127.0.99.1:7174");
+    let e = c.id.connect(&ConnParam { private_data: vec![0; 57], ..params() }).unwrap_err();
+    assert!(e.to_string().contains("57 bytes of private data, at most 56"), "{e}");
+    assert!(ch.get_cm_event(Duration::from_millis(10)).is_err(), "no stray event");
+}
