@@ -315,7 +315,8 @@ fn unresolved_neighbour_gives_up_and_counts() {
         PacketLink::open(&spec("packet:va,ip=198.18.0.1,ip=fd00::1,mac=02:00:00:00:00:01")).unwrap()
     };
     let packets: Vec<Vec<u8>> = (0..5).map(|i| roce_packet(0x51, i, &[0; 16])).collect();
-    // Nobody has these addresses: three requests each, then the frames are dropped.
+    // Nobody has these addresses: six requests each (at 0, 0.1, 0.3, 0.7, 1.5
+    // and 2.5 s), then the frames are dropped.
     a.send(&tx("198.18.0.99".parse().unwrap(), &packets)).unwrap();
     a.send(&tx("fd00::99".parse().unwrap(), &packets[..2])).unwrap();
     let start = Instant::now();
@@ -324,7 +325,7 @@ fn unresolved_neighbour_gives_up_and_counts() {
     }
     let s = a.stats();
     assert_eq!(s.tx_dropped, 7, "{s:?}");
-    assert_eq!((s.arp_requests_sent, s.nd_solicits_sent), (3, 3), "{s:?}");
+    assert_eq!((s.arp_requests_sent, s.nd_solicits_sent), (6, 6), "{s:?}");
     assert_eq!(s.tx_packets, 0);
     assert!(a.neighbours().is_empty(), "failed entries are forgotten");
 }

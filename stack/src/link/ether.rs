@@ -492,6 +492,11 @@ impl<I: FrameIo> EtherLink<I> {
         s
     }
 
+    /// The neighbour cache's next request timer (an unresolved address).
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        self.neigh.next_timer()
+    }
+
     /// A duplicate of the frame descriptor, to wait on from another thread.
     pub(crate) fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
         crate::sys::fd::dup(self.io.fd()).ok()
@@ -546,6 +551,9 @@ macro_rules! ether_link_impl {
             }
             fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
                 self.0.wait_fd()
+            }
+            fn next_due(&self) -> Option<std::time::Instant> {
+                self.0.next_due()
             }
         }
     };
