@@ -5,3 +5,4 @@ pub mod devinfo;
 pub mod dump;
 pub mod perf;
 pub mod pingpong;
+pub mod rping;

@@ -23,6 +23,8 @@ enum Command {
     UdPingpong(uroce_tools::pingpong::UdArgs),
     /// perftest's tests (write_bw, read_bw, send_bw, atomic_bw and the _lat ones) with perftest's exchange and tables.
     Perf(uroce_tools::perf::PerfArgs),
+    /// rping over rdma_cm, like rdma-core's rping (same flags, protocol and output).
+    Rping(uroce_tools::rping::RpingArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,5 +35,6 @@ fn main() -> ExitCode {
         Command::Pingpong(args) => uroce_tools::pingpong::run_rc(&args),
         Command::UdPingpong(args) => uroce_tools::pingpong::run_ud(&args),
         Command::Perf(args) => uroce_tools::perf::run(&args),
+        Command::Rping(args) => uroce_tools::rping::run(&args),
     }
 }

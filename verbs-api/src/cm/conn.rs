@@ -4,12 +4,12 @@
 
 use super::event::libc_errno::EINVAL;
 use super::event::{ConnParam, RDMA_MAX_RESP_RES};
-use super::id::{cm_err, connect_qp, qp_to_err, CmId, CmaState};
+use super::id::{cm_err, connect_qp, qp_to_err, CmId, CmaState, IdState};
 use super::qp_attr::{mtu_from_wire, ConnInfo};
 use crate::context::Context;
 use crate::error::Error;
 use uroce_transport::cm::ip::{CmaHdr, CMA_HDR_LEN};
-use uroce_transport::cm::msg::{PathRepr, REJ_PRIVATE_DATA_LEN, REP_PRIVATE_DATA_LEN, REQ_PRIVATE_DATA_LEN};
+use uroce_transport::cm::msg::{PathRepr, ReqRepr, REJ_PRIVATE_DATA_LEN, REP_PRIVATE_DATA_LEN, REQ_PRIVATE_DATA_LEN};
 use uroce_transport::cm::timing::CMA_IBOE_PACKET_LIFETIME;
 use uroce_transport::cm::{AcceptParams, CmError, ConnectParams, RejReason};
 use uroce_transport::engine::AddressVector;
@@ -148,26 +148,7 @@ impl CmId {
             )?;
             let depth =
                 pick(param.map(|p| p.initiator_depth), st.initiator_depth, dev.max_qp_init_rd_atom, "initiator_depth")?;
-            let route = st.route.expect("a request's ID has its route");
-            let info = ConnInfo {
-                av: AddressVector {
-                    dgid: route.dgid,
-                    sgid_index: route.sgid_index,
-                    flow_label: route.flow_label,
-                    hop_limit: route.hop_limit,
-                    traffic_class: route.traffic_class,
-                    port_num: 1,
-                },
-                path_mtu: route.path_mtu,
-                dest_qpn: req.local_qpn,
-                rq_psn: st.seq_num,
-                sq_psn: req.starting_psn,
-                max_dest_rd_atomic: rr,
-                max_rd_atomic: depth,
-                timeout: req.primary.local_ack_timeout.max(1),
-                retry_cnt: req.retry_count,
-                rnr_retry: req.rnr_retry_count,
-            };
+            let info = passive_conn(&st, req, rr, depth);
             (st.agent.clone().expect("a request's ID has its agent"), comm, info, st.qp.clone())
         };
         if let Some(qp) = &qp {
@@ -250,6 +231,32 @@ impl CmId {
             (Some(a), Some(c)) => Ok((a, c)),
             _ => Err(cm_err(verb, EINVAL, format!("no connection: the ID is in state {:?}", st.cma))),
         }
+    }
+}
+
+/// The passive side's QP attributes: the REQ's path, QPN, PSN and retry
+/// counts, and the responder resources and initiator depth chosen here.
+pub(crate) fn passive_conn(st: &IdState, req: &ReqRepr, rr: u8, depth: u8) -> ConnInfo {
+    let route = st.route.expect("a request's ID has its route");
+    ConnInfo {
+        av: AddressVector {
+            dgid: route.dgid,
+            sgid_index: route.sgid_index,
+            flow_label: route.flow_label,
+            hop_limit: route.hop_limit,
+            traffic_class: route.traffic_class,
+            port_num: 1,
+        },
+        path_mtu: route.path_mtu,
+        dest_qpn: req.local_qpn,
+        rq_psn: st.seq_num,
+        sq_psn: req.starting_psn,
+        max_dest_rd_atomic: rr,
+        max_rd_atomic: depth,
+        // The path's packet lifetime is the REQ's ACK timeout less one; the QP's timeout, that plus one.
+        timeout: req.primary.local_ack_timeout.max(1),
+        retry_cnt: req.retry_count,
+        rnr_retry: req.rnr_retry_count,
     }
 }
 

@@ -5,7 +5,7 @@
 
 use super::addr::gid_index;
 use super::agent::{Agent, AgentState};
-use super::conn::accepted_mtu;
+use super::conn::{accepted_mtu, passive_conn};
 use super::event::libc_errno::{EINVAL, ETIMEDOUT};
 use super::event::{CmEvent, CmEventType, ConnParam};
 use super::id::{connect_qp, qp_to_err, CmId, CmaState, IdInner, Route};
@@ -101,6 +101,11 @@ fn on_req(agent: &Arc<Agent>, st: &mut AgentState, comm: CommId, src: Gid, req: 
         // The peer's initiator depth is what this side serves, and the other way round.
         c.responder_resources = req.initiator_depth;
         c.initiator_depth = req.responder_resources;
+        // What accepting with the defaults gives, for callers that move their own QP first.
+        let dev = agent.ctx.query_device();
+        let rr = req.initiator_depth.min(dev.max_qp_rd_atom.min(255) as u8);
+        let depth = req.responder_resources.min(dev.max_qp_init_rd_atom.min(255) as u8);
+        c.conn = Some(passive_conn(&c, &req, rr, depth));
         c.req = Some(req);
     }
     st.ids.insert(comm, Arc::downgrade(&child.0));

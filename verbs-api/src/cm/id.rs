@@ -140,6 +140,12 @@ impl CmId {
         self.0.lock()
     }
 
+    /// A number unique to this ID in the process, for logs (what C prints as
+    /// the ID's pointer).
+    pub fn handle(&self) -> usize {
+        self.0.key
+    }
+
     /// The port space.
     pub fn port_space(&self) -> PortSpace {
         self.0.ps

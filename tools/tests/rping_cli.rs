@@ -1,0 +1,175 @@
+//! `uroce rping` as users run it: two processes on loopback with rping's
+//! output, refusals (nobody listening, nobody there) within a bounded time,
+//! a disconnect from the server's side, -q, and rping's argument errors.
+//! Each test has its own loopback addresses.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn uroce() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_uroce"))
+}
+
+fn spawn(args: &[&str]) -> Child {
+    uroce().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// Waits for a child, killing it (by PID, ours) if it outlives `limit`.
+fn wait_bounded(mut child: Child, limit: Duration) -> (i32, String, String) {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out: Output = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// A server on `addr`, given a moment to listen.
+fn server(args: &[&str]) -> Child {
+    let s = spawn(args);
+    std::thread::sleep(Duration::from_millis(300));
+    s
+}
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn client_and_server_ping_validate_and_print_like_rping() {
+    let s = server(&["rping", "-s", "-a", "127.0.100.1", "-p", "7200", "-S", "1024", "-v"]);
+    let c = spawn(&[
+        "rping",
+        "-c",
+        "-a",
+        "127.0.100.1",
+        "-I",
+        "127.0.100.2",
+        "-p",
+        "7200",
+        "-C",
+        "20",
+        "-S",
+        "1024",
+        "-V",
+        "-v",
+    ]);
+    let (code, out, err) = wait_bounded(c, LIMIT);
+    assert_eq!(code, 0, "client: {out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 20, "{out}");
+    assert!(lines[0].starts_with("ping data: rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abc"), "{}", lines[0]);
+    assert!(lines[19].starts_with("ping data: rdma-ping-19: TUVWXYZ"), "{}", lines[19]);
+    // 1023 characters of text and the NUL.
+    assert_eq!(lines[5].len(), "ping data: ".len() + 1023);
+    let (code, out, err) = wait_bounded(s, LIMIT);
+    assert_eq!(code, 0, "server: {out}{err}");
+    let served: Vec<&str> = out.lines().collect();
+    assert_eq!(served.len(), 20);
+    assert_eq!(served[7].strip_prefix("server ").unwrap(), lines[7]);
+    assert_eq!(err, "server DISCONNECT EVENT...\nwait for RDMA_READ_ADV state 10\n");
+}
+
+#[test]
+fn nobody_listening_on_the_port_is_rejected_at_once() {
+    let s = server(&["rping", "-s", "-a", "127.0.100.3", "-p", "7201"]);
+    let started = Instant::now();
+    let c = spawn(&["rping", "-c", "-a", "127.0.100.3", "-I", "127.0.100.4", "-p", "7202", "-C", "1"]);
+    let (code, out, err) = wait_bounded(c, LIMIT);
+    assert_eq!((code, err.as_str()), (255, "cma event RDMA_CM_EVENT_REJECTED, error 8\n"), "{out}");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    let mut s = s;
+    let _ = s.kill();
+    let _ = s.wait();
+}
+
+#[test]
+fn nobody_there_is_unreachable_after_the_retries() {
+    // No uroce on 127.0.100.9: the REQ and one retry, 2 x 1024 ms + 1 ms each.
+    let started = Instant::now();
+    let args =
+        ["rping", "-c", "-a", "127.0.100.9", "-I", "127.0.100.5", "-C", "1", "--cm-timeout", "8", "--cm-retries", "1"];
+    let (code, out, err) = wait_bounded(spawn(&args), LIMIT);
+    assert_eq!((code, err.as_str()), (255, "cma event RDMA_CM_EVENT_UNREACHABLE, error -110\n"), "{out}");
+    let took = started.elapsed();
+    assert!(took > Duration::from_secs(4) && took < Duration::from_secs(8), "{took:?}");
+}
+
+#[test]
+fn a_server_that_fails_disconnects_its_client() {
+    // The server's buffer is smaller than the client's ping: its READ fails,
+    // it disconnects, and the client hears DISCONNECTED and ends well, as rping does.
+    let s = server(&["rping", "-s", "-a", "127.0.100.6", "-p", "7203", "-S", "32"]);
+    let c = spawn(&["rping", "-c", "-a", "127.0.100.6", "-I", "127.0.100.7", "-p", "7203", "-C", "3", "-S", "512"]);
+    let (code, out, err) = wait_bounded(c, LIMIT);
+    assert_eq!(code, 0, "client: {out}{err}");
+    assert!(err.contains("client DISCONNECT EVENT...\n"), "{err}");
+    assert!(err.contains("wait for RDMA_WRITE_ADV state 10"), "{err}");
+    let (code, out, err) = wait_bounded(s, LIMIT);
+    assert_eq!(code, 255, "server: {out}{err}");
+    // rping's lines (uroce's explanation of the failed completion comes first).
+    assert!(
+        err.contains("cq completion failed status 4\nwait for RDMA_READ_COMPLETE state 11\nrping server failed: -1\n"),
+        "{err}"
+    );
+}
+
+#[test]
+fn self_managed_qps_with_q() {
+    let s = server(&["rping", "-s", "-q", "-a", "127.0.100.10", "-p", "7204"]);
+    let c =
+        spawn(&["rping", "-c", "-q", "-a", "127.0.100.10", "-I", "127.0.100.11", "-p", "7204", "-C", "5", "-V", "-v"]);
+    let (code, out, err) = wait_bounded(c, LIMIT);
+    assert_eq!(code, 0, "client: {out}{err}");
+    assert_eq!(out.lines().count(), 5);
+    let (code, out, err) = wait_bounded(s, LIMIT);
+    assert_eq!(code, 0, "server: {out}{err}");
+}
+
+#[test]
+fn debug_output_and_a_capture_of_the_cm_exchange() {
+    let dir = std::env::temp_dir().join(format!("uroce-rping-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("server.pcap");
+    let s = server(&["rping", "-s", "-a", "127.0.100.12", "-p", "7205", "--pcap", pcap.to_str().unwrap()]);
+    let c = spawn(&["rping", "-c", "-d", "-a", "127.0.100.12", "-I", "127.0.100.13", "-p", "7205", "-C", "2"]);
+    let (code, out, err) = wait_bounded(c, LIMIT);
+    assert_eq!(code, 0, "{out}{err}");
+    for line in [
+        "client",
+        "cma_event type RDMA_CM_EVENT_ADDR_RESOLVED cma_id 0x",
+        "rdma_resolve_addr - rdma_resolve_route successful",
+        "rdma_connect successful",
+        "recv completion",
+    ] {
+        assert!(out.contains(line), "{line:?} missing from {out}");
+    }
+    assert_eq!(wait_bounded(s, LIMIT).0, 0);
+    // The CM messages, as `uroce dump` reads them.
+    let dump = uroce().args(["dump", pcap.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(dump.status.success(), "{text}");
+    let ud_to_qp1 = text.lines().filter(|l| l.contains("UD SEND ONLY") || l.contains("UD_SEND_ONLY")).count();
+    assert_eq!(ud_to_qp1, 5, "REQ, REP, RTU, DREQ, DREP:\n{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rpings_argument_errors() {
+    let out = uroce().args(["rping", "-C", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(22));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]\n")
+    );
+    let out = uroce().args(["rping", "-c", "-a", "127.0.0.1", "-S", "10"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(22));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "Invalid size 10 (valid range is 26 to 65536)\n");
+    let out = uroce().args(["rping", "-s", "-C", "-1"]).output().unwrap();
+    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()), (Some(22), "Invalid count -1\n"));
+}
