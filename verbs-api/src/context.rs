@@ -48,6 +48,9 @@ const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// Receive batches a round takes in before it runs timers (a bound, so a
 /// flood cannot starve transmission).
 const MAX_DRAIN_BATCHES: usize = 64;
+/// Empty rounds a busy-polling thread spins through before it starts yielding
+/// its core on each empty round.
+const BUSY_SPIN_ROUNDS: u32 = 64;
 /// How long it waits inside `recv` on a link that offers no descriptor to wait on.
 const LINK_WAIT: Duration = Duration::from_millis(1);
 
@@ -258,16 +261,27 @@ impl Shared {
     fn run(&self, busy: bool) {
         // Without a descriptor to sleep on, the thread waits inside `recv`.
         let in_recv = if busy || self.waker.link_fd.is_some() { Duration::ZERO } else { LINK_WAIT };
+        let mut idle_rounds = 0u32;
         while !self.stop.load(Ordering::Relaxed) {
             let moved = match self.tx.lock() {
                 Ok(mut batch) => self.round_with(&mut batch, in_recv),
                 Err(e) => self.round_with(&mut e.into_inner(), in_recv),
             };
             if moved > 0 {
+                idle_rounds = 0;
                 continue;
             }
             if busy {
-                std::hint::spin_loop();
+                // Spin, but after a few empty rounds offer the core to whoever
+                // waits for it (the application thread that polls the CQ):
+                // with more runnable threads than cores, a thread that never
+                // yields holds its core until the scheduler tick.
+                idle_rounds = idle_rounds.saturating_add(1);
+                if idle_rounds >= BUSY_SPIN_ROUNDS {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
             } else {
                 self.waker.sleep(self.idle_wait());
             }
