@@ -75,10 +75,10 @@ struct Waker {
 }
 
 impl Waker {
-    fn new(link: &dyn Link) -> Waker {
+    fn new(link: &dyn Link) -> Result<Waker, Error> {
         let doorbell = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
-            .expect("an eventfd for the uroce progress thread");
-        Waker { link_fd: link.wait_fd(), doorbell }
+            .map_err(|e| Error::Os { verb: "ibv_open_device", err: e.into() })?;
+        Ok(Waker { link_fd: link.wait_fd(), doorbell })
     }
 
     fn ring(&self) {
@@ -113,6 +113,8 @@ pub(crate) struct Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
+        // Wake a sleeping thread now rather than at its next timeout.
+        self.shared.waker.ring();
         if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = t.join();
         }
@@ -120,13 +122,13 @@ impl Drop for Handle {
 }
 
 impl Context {
-    pub(crate) fn start(link: Box<dyn Link>, opts: &OpenOptions) -> Context {
+    pub(crate) fn start(link: Box<dyn Link>, opts: &OpenOptions) -> Result<Context, Error> {
         let info = link.info().clone();
         let gid = info.gids.get(0).map(|g| Gid(g.0)).unwrap_or_default();
         let seed = opts.seed.unwrap_or_else(clock_seed);
         let port_mtu = crate::device::engine_mtu(info.path_mtu.bytes());
         let engine = Engine::new(uroce_transport::engine::EngineConfig { seed, port_mtu, gid });
-        let waker = Waker::new(&*link);
+        let waker = Waker::new(&*link)?;
         let shared = Arc::new(Shared {
             waker,
             tx: Mutex::new(TxBatch::new()),
@@ -144,10 +146,10 @@ impl Context {
                 let s = shared.clone();
                 let busy = mode == Progress::BusyPoll;
                 let spawned = std::thread::Builder::new().name("uroce-progress".into()).spawn(move || s.run(busy));
-                Some(spawned.expect("spawn the uroce progress thread"))
+                Some(spawned.map_err(|err| Error::Os { verb: "ibv_open_device", err })?)
             }
         };
-        Context(Arc::new(Handle { shared, thread: Mutex::new(thread), progress: opts.progress }))
+        Ok(Context(Arc::new(Handle { shared, thread: Mutex::new(thread), progress: opts.progress })))
     }
 
     pub(crate) fn shared(&self) -> &Shared {

@@ -43,7 +43,7 @@ impl Device {
             let captured = Capture::to_file(link, path).map_err(|err| Error::Os { verb: "pcap capture", err })?;
             link = Box::new(captured);
         }
-        let ctx = Context::start(link, opts);
+        let ctx = Context::start(link, opts)?;
         crate::cm::note_context(&ctx);
         Ok(ctx)
     }
