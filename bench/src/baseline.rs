@@ -43,6 +43,44 @@ pub fn tcp_server(addr: SocketAddr, wait: Duration) -> Result<f64, String> {
     Ok(bytes as f64 * 8.0 / secs / 1e9)
 }
 
+/// Answers each of `count` HTTP requests to `addr` (whatever the path) with
+/// `bytes` (HTTP/1.0, then close): enough for busybox `wget` in the lab's
+/// guests. Fails if `wait` passes with no connection.
+pub fn serve_file(bytes: &[u8], addr: SocketAddr, count: usize, wait: Duration) -> Result<(), String> {
+    let l = TcpListener::bind(addr).map_err(|e| format!("bind {addr}: {e}"))?;
+    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    for _ in 0..count {
+        let deadline = Instant::now() + wait;
+        let mut s = loop {
+            match l.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) => return Err(format!("accept on {addr}: {e}")),
+            }
+        };
+        s.set_nonblocking(false).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+        s.set_write_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+        // The request: read up to the blank line (at most 16 KiB).
+        let mut req = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 16384 {
+            match s.read(&mut buf).map_err(|e| format!("read: {e}"))? {
+                0 => break,
+                n => req.extend_from_slice(&buf[..n]),
+            }
+        }
+        let head = format!(
+            "HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            bytes.len()
+        );
+        s.write_all(head.as_bytes()).and_then(|_| s.write_all(bytes)).map_err(|e| format!("write: {e}"))?;
+    }
+    Ok(())
+}
+
 /// Writes 128 KiB chunks to `addr` for `time`.
 pub fn tcp_client(addr: SocketAddr, time: Duration) -> Result<(), String> {
     let mut s = connect_retry(addr)?;

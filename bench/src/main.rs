@@ -78,6 +78,16 @@ enum Cmd {
         #[arg(long, default_value_t = 20000)]
         count: usize,
     },
+    /// Serves FILE to each of --count TCP connections (write it all, close), for the lab guests'
+    /// `nc ADDR PORT >FILE`; gives up after --wait seconds without a connection
+    ServeFile {
+        file: PathBuf,
+        addr: SocketAddr,
+        #[arg(long, default_value_t = 1)]
+        count: usize,
+        #[arg(long, default_value_t = 120)]
+        wait: u64,
+    },
     /// The results table from bench/run's TSV file: text on stdout, markdown with --markdown
     Table {
         results: PathBuf,
@@ -119,6 +129,10 @@ fn run(cmd: Cmd) -> Result<(), String> {
             println!("{:.3}", baseline::udp_client(addr, size, count.max(1), count / 10)?)
         }
         Cmd::UdpLoopback { ip, size, count } => println!("{:.3}", baseline::udp_loopback(ip, size, count.max(1))?),
+        Cmd::ServeFile { file, addr, count, wait } => {
+            let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            baseline::serve_file(&bytes, addr, count, Duration::from_secs(wait))?;
+        }
         Cmd::Table { results, markdown, samples } => {
             let text = std::fs::read_to_string(&results).map_err(|e| format!("{}: {e}", results.display()))?;
             let rows = table::parse(&text)?;
