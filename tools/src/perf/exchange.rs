@@ -115,9 +115,16 @@ pub struct BwReport {
 /// What a read runs while it waits for the peer's bytes.
 pub type Idle = Box<dyn FnMut() + Send>;
 
-/// The TCP connection of the exchange.
+/// What the exchange runs over.
+enum Wire {
+    Tcp(TcpStream),
+    /// `-R`/`-z`: SENDs on an rdma_cm connection (rdma_cm.rs).
+    Cm(Box<super::rdma_cm::CmComm>),
+}
+
+/// The connection of the exchange.
 pub struct Comm {
-    stream: TcpStream,
+    wire: Wire,
     client: bool,
     peer: String,
     idle: Option<Idle>,
@@ -162,30 +169,53 @@ impl Comm {
 
     fn new(stream: TcpStream, client: bool, peer: String) -> Result<Comm, String> {
         stream.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
-        Ok(Comm { stream, client, peer, idle: None })
+        Ok(Comm { wire: Wire::Tcp(stream), client, peer, idle: None })
+    }
+
+    /// The exchange over an rdma_cm connection (`-R`, `-z`).
+    pub fn over_rdma_cm(cm: super::rdma_cm::CmComm, client: bool, peer: String) -> Comm {
+        Comm { wire: Wire::Cm(Box::new(cm)), client, peer, idle: None }
     }
 
     fn write(&mut self, buf: &[u8], what: &str) -> Result<(), String> {
-        self.stream.write_all(buf).map_err(|e| self.failed("sending", what, e))
+        let stream = match &mut self.wire {
+            Wire::Tcp(s) => s,
+            Wire::Cm(cm) => {
+                let mut idle = self.idle.take();
+                let r = cm.write(buf, &mut || idle.as_mut().map_or((), |f| f()));
+                self.idle = idle;
+                return r.map_err(|e| format!("the rdma_cm exchange with {} failed sending {what}: {e}", self.peer));
+            }
+        };
+        stream.write_all(buf).map_err(|e| self.failed("sending", what, e))
     }
 
     /// Tells the peer this end will send nothing more (a TCP half-close).
     pub fn finish_sending(&mut self) {
-        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+        match &self.wire {
+            Wire::Tcp(s) => {
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+            Wire::Cm(cm) => cm.finish_sending(),
+        }
     }
 
     /// Whether the peer has closed the connection (it ended, on an error:
     /// perftest's ends never close it during a test).
     pub fn peer_closed(&self) -> bool {
-        if self.stream.set_nonblocking(true).is_err() {
+        let stream = match &self.wire {
+            Wire::Tcp(s) => s,
+            Wire::Cm(cm) => return cm.peer_closed(),
+        };
+        if stream.set_nonblocking(true).is_err() {
             return false;
         }
-        let closed = match self.stream.peek(&mut [0u8]) {
+        let closed = match stream.peek(&mut [0u8]) {
             Ok(0) => true,
             Ok(_) => false,
             Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted),
         };
-        let _ = self.stream.set_nonblocking(false);
+        let _ = stream.set_nonblocking(false);
         closed
     }
 
@@ -196,9 +226,15 @@ impl Comm {
     }
 
     fn read(&mut self, n: usize, what: &str) -> Result<Vec<u8>, String> {
+        if let Wire::Cm(cm) = &mut self.wire {
+            let mut idle = self.idle.take();
+            let r = cm.read(n, &mut || idle.as_mut().map_or((), |f| f()));
+            self.idle = idle;
+            return r.map_err(|e| format!("the rdma_cm exchange with {} failed reading {what}: {e}", self.peer));
+        }
         let mut buf = vec![0u8; n];
         let read = match self.idle.take() {
-            None => self.stream.read_exact(&mut buf),
+            None => self.stream().and_then(|s| s.read_exact(&mut buf)),
             Some(mut idle) => {
                 let r = self.read_idling(&mut buf, &mut idle);
                 self.idle = Some(idle);
@@ -209,14 +245,22 @@ impl Comm {
         Ok(buf)
     }
 
+    /// The TCP stream (an rdma_cm exchange reads in `CmComm` instead).
+    fn stream(&mut self) -> std::io::Result<&mut TcpStream> {
+        match &mut self.wire {
+            Wire::Tcp(s) => Ok(s),
+            Wire::Cm(_) => Err(ErrorKind::Unsupported.into()),
+        }
+    }
+
     fn read_idling(&mut self, buf: &mut [u8], idle: &mut Idle) -> std::io::Result<()> {
-        self.stream.set_nonblocking(true)?;
+        self.stream()?.set_nonblocking(true)?;
         let mut filled = 0;
         let r = loop {
             if filled == buf.len() {
                 break Ok(());
             }
-            match self.stream.read(&mut buf[filled..]) {
+            match self.stream()?.read(&mut buf[filled..]) {
                 Ok(0) => break Err(ErrorKind::UnexpectedEof.into()),
                 Ok(k) => filled += k,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => idle(),
@@ -224,7 +268,7 @@ impl Comm {
                 Err(e) => break Err(e),
             }
         };
-        self.stream.set_nonblocking(false)?;
+        self.stream()?.set_nonblocking(false)?;
         r
     }
 
@@ -250,9 +294,13 @@ impl Comm {
         }
     }
 
-    /// `ctx_hand_shake`: our `pingpong_dest` for theirs.
+    /// `ctx_hand_shake`: our `pingpong_dest` for theirs (in binary over rdma_cm).
     pub fn hand_shake(&mut self, my: &Dest) -> Result<Dest, String> {
-        Dest::decode(&self.xchg(&my.encode(), "the QP addresses")?)
+        use super::rdma_cm::{decode_dest, encode_dest};
+        match self.wire {
+            Wire::Cm(_) => decode_dest(&self.xchg(&encode_dest(my), "the QP addresses")?),
+            Wire::Tcp(_) => Dest::decode(&self.xchg(&my.encode(), "the QP addresses")?),
+        }
     }
 
     /// `exchange_versions` and `check_version_compatibility`.
@@ -337,8 +385,10 @@ impl Comm {
     /// `ctx_close_connection`: a last handshake, then "done" and its NUL.
     pub fn close(&mut self, my: &Dest) -> Result<(), String> {
         self.hand_shake(my)?;
-        // The peer does not read it; it may have closed already.
-        let _ = self.stream.write_all(b"done\0");
+        // The peer does not read it; it may have closed already. (Over rdma_cm, nothing.)
+        if let Wire::Tcp(s) = &mut self.wire {
+            let _ = s.write_all(b"done\0");
+        }
         Ok(())
     }
 }

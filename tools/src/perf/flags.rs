@@ -88,6 +88,15 @@ pub struct PerftestFlags {
     /// Use an IPv6 GID (default IPv4)
     #[arg(long = "ipv6")]
     pub ipv6: bool,
+    /// Connect QPs with rdma_cm and run test on those QPs
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
+    /// Communicate with rdma_cm module to exchange data - use regular QPs
+    #[arg(short = 'z', long = "comm_rdma_cm")]
+    pub comm_rdma_cm: bool,
+    /// Set retry count value in rdma_cm mode (default 7)
+    #[arg(long = "retry_count", value_name = "NUM", allow_negative_numbers = true)]
+    pub retry_count: Option<i64>,
     #[command(flatten)]
     pub unsupported: Unsupported,
 }
@@ -99,10 +108,6 @@ pub struct Unsupported {
     bidirectional: bool,
     #[arg(short = 'l', long = "post_list", hide = true)]
     post_list: Option<String>,
-    #[arg(short = 'R', long = "rdma_cm", hide = true)]
-    rdma_cm: bool,
-    #[arg(short = 'z', long = "comm_rdma_cm", hide = true)]
-    comm_rdma_cm: bool,
     #[arg(short = 'O', long = "dualport", hide = true)]
     dualport: bool,
     #[arg(short = 'g', long = "mcg", hide = true)]
@@ -137,8 +142,6 @@ pub struct Unsupported {
     cpu_util: bool,
     #[arg(long = "mr_per_qp", hide = true)]
     mr_per_qp: bool,
-    #[arg(long = "retry_count", hide = true)]
-    retry_count: Option<String>,
     #[arg(long = "tclass", hide = true)]
     tclass: Option<String>,
     #[arg(long = "use_old_post_send", hide = true)]
@@ -148,15 +151,13 @@ pub struct Unsupported {
 impl Unsupported {
     /// The first refused flag given, as a one-line error naming why.
     pub fn check(&self) -> Result<(), String> {
-        let refused: [(bool, &str, &str); 24] = [
+        let refused: [(bool, &str, &str); 21] = [
             (self.bidirectional, "-b/--bidirectional", "bidirectional tests are not implemented; run two tests"),
             (self.post_list.is_some(), "-l/--post_list", "post lists are not implemented; use -Q for CQ moderation"),
-            (self.rdma_cm, "-R/--rdma_cm", "uroce has no rdma_cm; the QPs connect over the TCP exchange"),
-            (self.comm_rdma_cm, "-z/--comm_rdma_cm", "uroce has no rdma_cm; the exchange runs over TCP"),
             (self.dualport, "-O/--dualport", "uroce devices have one port"),
             (self.mcg, "-g/--mcg", "uroce does not do multicast"),
             (self.sl.is_some(), "-S/--sl", "RoCE has no service level without VLANs, which uroce does not tag"),
-            (self.tos.is_some(), "-T/--tos", "perftest takes TOS only with rdma_cm, which uroce does not have"),
+            (self.tos.is_some(), "-T/--tos", "uroce's rdma_cm sends traffic class 0"),
             (self.cycles, "-C/--report-cycles", "uroce times with the monotonic clock in ns, not CPU cycles"),
             (self.version, "-V/--version", "see `uroce --version`; the exchange announces perftest version 6.06"),
             (self.limit_bw.is_some(), "-w/--limit_bw", "BW limits are not implemented"),
@@ -170,7 +171,6 @@ impl Unsupported {
             (self.latency_gap.is_some(), "--latency_gap", "latency gaps are not implemented"),
             (self.cpu_util, "--cpu_util", "CPU utilisation is not reported"),
             (self.mr_per_qp, "--mr_per_qp", "one MR serves all QPs"),
-            (self.retry_count.is_some(), "--retry_count", "perftest uses it only with rdma_cm"),
             (self.tclass.is_some(), "--tclass", "traffic classes are not implemented"),
             (self.old_post_send, "--use_old_post_send", "uroce has only the ibv_post_send path already"),
         ];

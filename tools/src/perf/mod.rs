@@ -12,6 +12,7 @@ mod flags;
 mod kinds;
 mod lat;
 mod params;
+mod rdma_cm;
 mod report;
 mod resources;
 mod session;
@@ -70,6 +71,7 @@ fn run_args(args: &PerfArgs) -> Result<(), String> {
     let p = Params::resolve(args.test, args.host.clone(), &args.flags)?;
     let ctx = args.common.open(progress(args)?, None)?;
     let conn = match &p.servername {
+        _ if p.comm_rdma_cm => Connector::RdmaCm { host: p.servername.clone(), port: p.port() },
         None => Connector::Listen(exchange::listen(p.port())?),
         Some(host) => Connector::Connect { host: host.clone(), port: p.port() },
     };
@@ -106,10 +108,14 @@ fn run_end(p: Params, ctx: &Context, conn: Connector, out: Out) -> Result<(), St
     let tst = p.tst;
     let mut s = session::setup(p, ctx, conn, out)?;
     s.connect()?;
-    match tst {
+    let result = match tst {
         Tst::Bw => bw::run(&mut s),
         Tst::Lat => lat::run(&mut s),
+    };
+    if let Some(cm) = s.cm.take() {
+        cm.disconnect();
     }
+    result
 }
 
 /// `--loopback`: the server on a thread with its own device (the next
@@ -123,15 +129,21 @@ fn run_loopback(args: &PerfArgs) -> Result<(), String> {
     server_p.out_json = None;
     let client_ctx = args.common.open(progress(args)?, Some("client"))?;
     let server_ctx = server_common(&args.common)?.open(progress(args)?, Some("server"))?;
-    let listener = std::net::TcpListener::bind(("127.0.0.1", args.flags.port.unwrap_or(0)))
-        .map_err(|e| format!("cannot listen on a loopback TCP port: {e}"))?;
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let (server_conn, host, client_conn) = if server_p.comm_rdma_cm {
+        rdma_cm::loopback_connectors(&server_ctx, server_p.port())?
+    } else {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", args.flags.port.unwrap_or(0)))
+            .map_err(|e| format!("cannot listen on a loopback TCP port: {e}"))?;
+        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+        let host = "127.0.0.1".to_string();
+        (Connector::Listen(listener), host.clone(), Connector::Connect { host, port })
+    };
     let server = {
         let ctx = server_ctx.clone();
-        std::thread::spawn(move || run_end(server_p, &ctx, Connector::Listen(listener), Out::sink()))
+        std::thread::spawn(move || run_end(server_p, &ctx, server_conn, Out::sink()))
     };
-    let client_p = Params::resolve(args.test, Some("127.0.0.1".into()), &args.flags)?;
-    let client = run_end(client_p, &client_ctx, Connector::Connect { host: "127.0.0.1".into(), port }, Out::stdout());
+    let client_p = Params::resolve(args.test, Some(host), &args.flags)?;
+    let client = run_end(client_p, &client_ctx, client_conn, Out::stdout());
     if let Err(e) = client {
         // A server that failed first is the cause; one still waiting ends with the process.
         std::thread::sleep(std::time::Duration::from_millis(200));

@@ -60,6 +60,12 @@ pub struct Params {
     pub ipv6: bool,
     pub cycle_buffer: u64,
     pub cache_line: u64,
+    /// `-R`: the test's QPs connect with rdma_cm (`work_rdma_cm`).
+    pub rdma_cm: bool,
+    /// `-z`, or `-R`: the exchange runs over an rdma_cm connection (`use_rdma_cm`).
+    pub comm_rdma_cm: bool,
+    /// `--retry_count` of the rdma_cm connections.
+    pub retry_count: u8,
     /// What perftest prints while parsing (warnings), to print first.
     pub notes: Vec<String>,
 }
@@ -175,6 +181,9 @@ impl Params {
             ipv6: false,
             cycle_buffer: DEF_CYCLE_BUFFER,
             cache_line: DEF_CACHE_LINE,
+            rdma_cm: false,
+            comm_rdma_cm: false,
+            retry_count: 7,
             notes: Vec::new(),
         }
     }
@@ -226,7 +235,7 @@ impl Params {
             self.duration = Some(DurationSpec { secs: d as u64, margin: 0 });
         }
         self.run_all = f.all;
-        Ok(())
+        super::rdma_cm::parse_flags(self, f)
     }
 
     fn parse_verb_flags(&mut self, f: &PerftestFlags) -> Check {

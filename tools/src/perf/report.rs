@@ -100,9 +100,7 @@ pub fn test_info(p: &Params, info: &Info) -> String {
     } else {
         s += &format!(" Max inline data : {}[B]\n", p.inline_size);
     }
-    s += " rdma_cm QPs\t : OFF\n";
-    s += " Data ex. method : Ethernet\n";
-    s + RESULT_LINE
+    s + &super::rdma_cm::header_lines(p) + RESULT_LINE
 }
 
 /// `ctx_print_pingpong_data`: one QP's address line and its GID line.
@@ -205,7 +203,7 @@ fn json_test_info(p: &Params, info: &Info) -> String {
     } else {
         s += &format!("Max_inline_data: {},\n", p.inline_size);
     }
-    s + "rdma_cm_QPs: OFF,\nData_ex_method: Ethernet,\n},\n"
+    s + &super::rdma_cm::json_lines(p) + "},\n"
 }
 
 /// The results part of the json file of a BW test.

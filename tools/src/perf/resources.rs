@@ -144,14 +144,16 @@ impl Resources {
             qps: Vec::new(),
             ahs: Vec::new(),
         };
-        for _ in 0..nq {
+        // With -R, rdma_cm creates them (rdma_cm::connect_qps).
+        for _ in 0..if p.rdma_cm { 0 } else { nq } {
             let qp = r.create_qp(p)?;
             r.qps.push(qp);
         }
         Ok(r)
     }
 
-    fn create_qp(&self, p: &Params) -> Result<Qp, String> {
+    /// What each QP is created with.
+    pub fn qp_init(&self, p: &Params) -> QpInit {
         let mut init = QpInit::new(qp_type(p.conn), &self.send_cq, &self.recv_cq);
         init.cap = QpCap {
             max_send_wr: p.tx_depth,
@@ -160,7 +162,11 @@ impl Resources {
             max_recv_sge: 1,
             max_inline_data: p.inline_size,
         };
-        let qp = self.pd.create_qp(&init).map_err(|e| e.to_string())?;
+        init
+    }
+
+    fn create_qp(&self, p: &Params) -> Result<Qp, String> {
+        let qp = self.pd.create_qp(&self.qp_init(p)).map_err(|e| e.to_string())?;
         let mut attr = QpAttr { qp_state: QpState::Init, pkey_index: 0, port_num: 1, ..QpAttr::default() };
         let mut mask = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
         if p.conn == Conn::Ud {

@@ -14,7 +14,15 @@ use uroce_verbs::{Context, Cq, Gid, Mtu, Progress, WcFlags, WcOpcode, WcStatus, 
 /// How this end reaches the other.
 pub enum Connector {
     Listen(TcpListener),
-    Connect { host: String, port: u16 },
+    Connect {
+        host: String,
+        port: u16,
+    },
+    /// `-R`/`-z`: over rdma_cm, as the client of `host` or, without, the server.
+    RdmaCm {
+        host: Option<String>,
+        port: u16,
+    },
 }
 
 /// An end with its QPs connected.
@@ -27,6 +35,8 @@ pub struct Session {
     pub info: Info,
     pub my: Vec<Dest>,
     pub rem: Vec<Dest>,
+    /// `-R`: the QPs' rdma_cm connections, disconnected at the end.
+    pub cm: Option<super::rdma_cm::TestConns>,
 }
 
 /// How long a wait for the peer may last before the test gives up.
@@ -84,19 +94,26 @@ pub fn setup(mut p: Params, ctx: &Context, conn: Connector, mut out: Out) -> Res
             Comm::accept(l)?
         }
         Connector::Connect { host, port } => Comm::connect(&host, port, p.test.name())?,
+        Connector::RdmaCm { host, port } => {
+            if host.is_none() {
+                out.print(WAITING);
+            }
+            super::rdma_cm::comm(ctx, host.as_deref(), port, &p)?
+        }
     };
     let (peer, mtu) = agree_on_link(&mut p, ctx, &mut comm, &mut out)?;
     ud_size(&mut p, u64::from(mtu.bytes()), &mut out)?;
-    let res = Resources::new(ctx, &p)?;
+    let mut res = Resources::new(ctx, &p)?;
     if ctx.progress_mode() == Progress::Manual {
         let c = ctx.clone();
         comm.set_idle(Box::new(move || idle(&c)));
     }
+    let cm = if p.rdma_cm { Some(super::rdma_cm::connect_qps(&mut res, &p, &mut comm)?) } else { None };
     let my = res.my_dests(&p, gid);
     let info = Info { device: ctx.link_info().name.clone(), mtu, gid_index };
     out.print(&test_info(&p, &info));
     let rem = vec![Dest::default(); my.len()];
-    Ok(Session { p, out, comm, peer, res, info, my, rem })
+    Ok(Session { p, out, comm, peer, res, info, my, rem, cm })
 }
 
 /// perftest's exchanges before the QPs (`exchange_versions`,
@@ -158,11 +175,14 @@ impl Session {
             self.rem[i] = self.comm.hand_shake(&self.my[i])?;
         }
         let v4 = |g: [u8; 16]| Gid(g).ipv4().is_some();
-        if v4(self.my[0].gid) != v4(self.rem[0].gid) {
+        if !self.p.rdma_cm && v4(self.my[0].gid) != v4(self.rem[0].gid) {
             return Err("Found Incompatibility issue with GID types: one end uses an IPv4 GID, the other an IPv6 one: give both ends --ipv6 (or neither), or matching -x".into());
         }
         let (mtu, gid_index) = (self.info.mtu, self.info.gid_index);
-        self.res.connect(&self.p, mtu, gid_index, &self.my, &self.rem)?;
+        // With -R rdma_cm connected the QPs.
+        if !self.p.rdma_cm {
+            self.res.connect(&self.p, mtu, gid_index, &self.my, &self.rem)?;
+        }
         if sends {
             self.comm.hand_shake(&self.my[0])?;
         }

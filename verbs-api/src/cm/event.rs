@@ -53,6 +53,11 @@ pub enum CmEventType {
 }
 
 impl CmEventType {
+    /// The value of `enum rdma_cm_event_type` (what C programs print as `%d`).
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+
     /// `rdma_event_str`: `RDMA_CM_EVENT_ESTABLISHED` and so on.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -1,0 +1,123 @@
+//! The test's QPs over rdma_cm (`create_rdma_cm_connection`,
+//! `rdma_cm_server_connection`, `rdma_cm_client_connection`,
+//! `rdma_cm_disconnect_nodes`).
+
+use super::super::exchange::{Comm, Dest};
+use super::super::params::Params;
+use super::super::resources::Resources;
+use super::{conn_param, next_event, resolve, server_addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+use uroce_verbs::cm::{CmEventType, CmId, EventChannel, PortSpace};
+use uroce_verbs::Context;
+
+/// perftest's retries of the test QPs' connect (`rdma_cm_client_connection`).
+const CONNECT_TRIES: u32 = 10;
+
+/// The test's rdma_cm connections (`cma_master`), kept until the end.
+pub struct TestConns {
+    ch: EventChannel,
+    ids: Vec<CmId>,
+}
+
+/// `create_rdma_cm_connection`: a barrier, the connections (the server
+/// listens on the port, the client connects every QP), a barrier.
+pub fn connect_qps(res: &mut Resources, p: &Params, comm: &mut Comm) -> Result<TestConns, String> {
+    let ctx = res.ctx.clone();
+    let fail = |e: String| format!("Failed to create RDMA CM connection with resources: {e}");
+    comm.hand_shake(&Dest::default())?;
+    let conns = if p.is_server() { serve(res, p, &ctx) } else { dial(res, p, &ctx) }.map_err(fail)?;
+    comm.hand_shake(&Dest::default())?;
+    Ok(conns)
+}
+
+/// `rdma_cm_server_connection`: every request gets a QP and an accept
+/// (the server counts a connection at its request, as perftest does).
+fn serve(res: &mut Resources, p: &Params, ctx: &Context) -> Result<TestConns, String> {
+    let ch = EventChannel::new().map_err(|e| e.to_string())?;
+    let listener = ch.create_id(PortSpace::Tcp).map_err(|e| e.to_string())?;
+    let bind = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), p.port());
+    listener.bind_addr(bind).map_err(|e| format!("Failed to bind RDMA CM address on the server: {e}"))?;
+    listener.listen(p.num_qps as i32).map_err(|e| format!("Failed to listen on RDMA CM server listen ID: {e}"))?;
+    let mut ids = Vec::new();
+    while ids.len() < p.num_qps as usize {
+        let ev = next_event(&ch)?;
+        match ev.event {
+            CmEventType::ConnectRequest => {
+                let qp = ev.id.create_qp(&res.pd, &res.qp_init(p)).map_err(|e| format!("Failed to create QP: {e}"))?;
+                ev.id
+                    .accept(Some(&conn_param(p, p.verb)))
+                    .map_err(|e| format!("Failed to accept RDMA CM connection: {e}"))?;
+                // perftest sets its RNR timer after the accept.
+                let attr = uroce_verbs::QpAttr { min_rnr_timer: 12, ..Default::default() };
+                let _ = qp.modify(&attr, uroce_verbs::QpAttrMask::MIN_RNR_TIMER);
+                res.qps.push(qp);
+                ids.push(ev.id.clone());
+            }
+            CmEventType::Established => {}
+            _ => return Err(format!("RDMA CM event error: Event: {}; error: {}.", ev.event, ev.status)),
+        }
+    }
+    drop(listener);
+    let _ = ctx;
+    Ok(TestConns { ch, ids })
+}
+
+/// `rdma_cm_client_connection`: each QP resolves, creates its QP, connects;
+/// a refused attempt is tried again after 100 ms, 10 times in all.
+fn dial(res: &mut Resources, p: &Params, ctx: &Context) -> Result<TestConns, String> {
+    let host = p.servername.clone().unwrap_or_default();
+    let dst = server_addr(&host, p.port())?;
+    let mut last = String::new();
+    for _ in 0..CONNECT_TRIES {
+        match dial_once(res, p, ctx, dst) {
+            Ok(conns) => return Ok(conns),
+            Err(e) => last = e,
+        }
+        res.qps.clear();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!("Failed to connect RDMA CM client, tried {CONNECT_TRIES} times: {last}"))
+}
+
+fn dial_once(res: &mut Resources, p: &Params, ctx: &Context, dst: SocketAddr) -> Result<TestConns, String> {
+    let ch = EventChannel::new().map_err(|e| e.to_string())?;
+    let mut ids = Vec::new();
+    for _ in 0..p.num_qps {
+        let id = ch.create_id(PortSpace::Tcp).map_err(|e| e.to_string())?;
+        resolve(&ch, &id, ctx, dst)?;
+        let qp = id.create_qp(&res.pd, &res.qp_init(p)).map_err(|e| format!("Failed to create QP: {e}"))?;
+        id.connect(&conn_param(p, p.verb)).map_err(|e| format!("Failed to connect through RDMA CM: {e}"))?;
+        res.qps.push(qp);
+        ids.push(id);
+    }
+    let mut established = 0;
+    while established < ids.len() {
+        let ev = next_event(&ch)?;
+        match ev.event {
+            CmEventType::Established => established += 1,
+            _ => return Err(format!("RDMA CM event error: Event: {}; error: {}.", ev.event, ev.status)),
+        }
+    }
+    Ok(TestConns { ch, ids })
+}
+
+impl TestConns {
+    /// `rdma_cm_disconnect_nodes`: each connection goes down; the DREPs of
+    /// both sides are sent before this end leaves (bounded: 2 s).
+    pub fn disconnect(self) {
+        for id in &self.ids {
+            let _ = id.disconnect();
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut down = 0;
+        while down < self.ids.len() && Instant::now() < deadline {
+            let Ok(ev) = self.ch.get_cm_event(Duration::from_millis(100)) else { continue };
+            if ev.event == CmEventType::Disconnected {
+                // Answers a DREQ that crossed ours.
+                let _ = ev.id.disconnect();
+                down += 1;
+            }
+        }
+    }
+}

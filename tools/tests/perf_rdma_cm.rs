@@ -1,0 +1,118 @@
+//! `uroce perf ... -R` (and `-z`): the exchange and the test's QPs over
+//! rdma_cm, both ends in one process and as two processes, the header
+//! perftest prints for it, and the refusals perftest makes.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn uroce() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_uroce"))
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = uroce().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn spawn(args: &[&str]) -> Child {
+    uroce().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// Waits for a child, killing it (by PID, ours) if it outlives `limit`.
+fn wait_bounded(mut child: Child, limit: Duration) -> (i32, String, String) {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out: Output = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The first row of a result table: its numbers.
+fn result_row(out: &str) -> Vec<String> {
+    let row =
+        out.lines().find(|l| l.starts_with(' ') && l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit()));
+    row.unwrap_or_else(|| panic!("no result row in\n{out}")).split_whitespace().map(String::from).collect()
+}
+
+#[test]
+fn every_test_with_rdma_cm_in_one_process() {
+    for (i, test) in ["write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat", "atomic_lat"]
+        .iter()
+        .enumerate()
+    {
+        let dev = format!("udp:127.0.110.{}", 1 + 2 * i);
+        let (code, out, err) = run(&["perf", test, "--loopback", "-R", "-n", "100", "-d", &dev]);
+        assert_eq!(code, 0, "{test}: {out}{err}");
+        assert!(out.contains(" rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n"), "{test}: {out}");
+        assert_eq!(result_row(&out)[1], "100", "{test}: {out}");
+    }
+}
+
+#[test]
+fn write_bw_and_read_lat_as_two_processes() {
+    for (test, port) in [("write_bw", "18601"), ("read_lat", "18602"), ("send_bw", "18603")] {
+        let server = spawn(&["perf", test, "-R", "-n", "200", "-p", port, "-d", "udp:127.0.111.1"]);
+        std::thread::sleep(Duration::from_millis(300));
+        let client = spawn(&["perf", test, "-R", "-n", "200", "-p", port, "-d", "udp:127.0.111.2", "127.0.111.1"]);
+        let (code, out, err) = wait_bounded(client, LIMIT);
+        assert_eq!(code, 0, "{test} client: {out}{err}");
+        let (scode, sout, serr) = wait_bounded(server, LIMIT);
+        assert_eq!(scode, 0, "{test} server: {sout}{serr}");
+        assert!(sout.contains(" Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP\n"), "{sout}");
+        assert!(out.contains(" remote address: LID 0000 QPN 0x"), "{out}");
+        assert_eq!(result_row(&out)[1], "200", "{out}");
+    }
+}
+
+#[test]
+fn only_the_exchange_over_rdma_cm_with_z() {
+    let (code, out, err) = run(&["perf", "write_bw", "--loopback", "-z", "-n", "100", "-d", "udp:127.0.112.1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(" rdma_cm QPs\t : OFF\n Data ex. method : rdma_cm\n"), "{out}");
+}
+
+#[test]
+fn a_client_without_a_server_says_so() {
+    // A device answers on 127.0.112.5 (a listener on another port), nobody on 18999.
+    let server = spawn(&["perf", "write_bw", "-R", "-p", "18998", "-d", "udp:127.0.112.5"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let (code, out, err) = run(&["perf", "write_bw", "-R", "-p", "18999", "-d", "udp:127.0.112.6", "127.0.112.5"]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("Unexpected CM event bl blka 8 (RDMA_CM_EVENT_REJECTED status 8 (invalid service ID))"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let mut server = server;
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
+fn perftests_refusals() {
+    let (code, _, err) = run(&["perf", "write_bw", "-R", "-c", "UC", "--loopback"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("UC is not supported in librdmacm"), "{err}");
+    let (code, _, err) = run(&["perf", "send_bw", "-R", "-c", "UD", "--loopback"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("UD's RDMA_PS_UDP is not implemented"), "{err}");
+    let (code, _, err) = run(&["perf", "write_bw", "-R", "--retry_count", "9", "--loopback"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("Retry count should be between 0 and 7"), "{err}");
+}
