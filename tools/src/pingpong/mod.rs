@@ -9,6 +9,8 @@ use crate::common::CommonArgs;
 use clap::Args;
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// The flags ibv_rc_pingpong and ibv_ud_pingpong share.
 #[derive(Args, Debug, Clone)]
@@ -143,19 +145,29 @@ fn run_loopback(p: Params, common: &CommonArgs) -> Result<(), String> {
     // Distinct seeds, so the two ends do not pick the same QPN and PSN.
     let scommon = CommonArgs { seed: common.seed.map(|s| s ^ 0x5e77e7), ..common.clone() };
     let sp = p.clone();
+    // Each end keeps answering until the other is done too: it may still owe
+    // the other the ACK of its last message.
+    let done = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+    let server_done = done.clone();
     let server_thread = std::thread::spawn(move || {
         let mut out = Vec::new();
         let r = session::run(&sp, &scommon, Some(server), Some("server"), &mut out);
-        (r, out)
+        server_done[0].store(true, Ordering::Release);
+        if let Ok(side) = &r {
+            session::serve_until(side, || server_done[1].load(Ordering::Acquire));
+        }
+        (r.map(drop), out)
     });
     let client = Params { host: Some("127.0.0.1".into()), port, ..p };
     // The client takes the next free loopback address, whatever -d says.
     let client_common = CommonArgs { device: None, ..common.clone() };
     let r = session::run(&client, &client_common, None, Some("client"), &mut std::io::stdout());
-    // Both ends' QPs live until both are done: each may still owe the other
-    // the ACK of its last message.
+    done[1].store(true, Ordering::Release);
+    if let Ok(side) = &r {
+        session::serve_until(side, || done[0].load(Ordering::Acquire));
+    }
     let (sr, sout) = server_thread.join().map_err(|_| "the server thread panicked".to_string())?;
-    let (r, sr) = (r.map(drop), sr.map(drop));
+    let r = r.map(drop);
     let mut stdout = std::io::stdout().lock();
     for line in String::from_utf8_lossy(&sout).lines() {
         let _ = writeln!(stdout, "server: {line}");

@@ -37,9 +37,11 @@ pub(crate) fn run(
     pcap_suffix: Option<&str>,
     out: &mut dyn Write,
 ) -> Result<Side, String> {
-    // The application thread busy-polls its CQ, as the C tools do; the progress
-    // thread sleeps until packets or posts wake it, so two ends fit on two cores.
-    let ctx = common.open(Progress::Blocking, pcap_suffix)?;
+    // Polling, the application thread drives the engine itself, as a NIC's
+    // poller would: one busy thread an end, so two ends fit on two cores. With
+    // -e it sleeps on events and a progress thread moves the packets.
+    let progress = if p.events { Progress::Blocking } else { Progress::Manual };
+    let ctx = common.open(progress, pcap_suffix)?;
     check_params(p, &ctx)?;
     let mut side = setup(p, ctx)?;
     let gid = side.ctx.query_gid(p.gid_idx.unwrap_or(1)).map_err(|e| format!("{e} (give -g 0 or -g 1)"))?;
@@ -75,9 +77,13 @@ pub(crate) fn run(
         theirs.psn,
         theirs.gid_text()
     );
-    let elapsed = pingpong(p, &side)?;
-    report(p, elapsed, out);
+    // Counters print whatever the outcome: a failed run is when they matter.
+    let result = pingpong(p, &side);
+    if let Ok(elapsed) = result {
+        report(p, elapsed, out);
+    }
     common.write_stats("", &side.ctx, out);
+    result?;
     // Returned, not dropped: the peer may still need the QP's ACK of its
     // last message (see `linger`).
     Ok(side)
@@ -87,14 +93,26 @@ pub(crate) fn run(
 /// lost: a few of the peer's retransmit timeouts (4.096 us x 2^14 each).
 const LINGER: Duration = Duration::from_millis(300);
 
-/// Keeps `side` serving for [`LINGER`] if the link loses packets. The last ACK of
-/// a ping-pong can be lost like any other; the C tools (on lossless fabrics)
-/// exit at once, and an end that exits leaves its peer retrying into nothing.
+/// Keeps `side` answering for [`LINGER`] if the link loses packets. The last
+/// ACK of a ping-pong can be lost like any other; the C tools (on lossless
+/// fabrics) exit at once, and an end that exits leaves its peer retrying into
+/// nothing.
 pub(crate) fn linger(side: Side, common: &CommonArgs) {
     if common.loss > 0.0 || common.reorder > 0.0 || common.corrupt > 0.0 {
-        std::thread::sleep(LINGER);
+        let until = Instant::now() + LINGER;
+        serve_until(&side, || Instant::now() >= until);
     }
-    drop(side);
+}
+
+/// Keeps the engine of `side` moving (on a manual context nothing else does)
+/// until `done` says so, at most [`STALL`].
+pub(crate) fn serve_until(side: &Side, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + STALL;
+    while !done() && Instant::now() < deadline {
+        if side.ctx.progress() == 0 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
 }
 
 fn check_params(p: &Params, ctx: &Context) -> Result<(), String> {
@@ -237,15 +255,16 @@ fn pingpong(p: &Params, side: &Side) -> Result<Duration, String> {
     Ok(start.elapsed())
 }
 
-/// Empty polls before a busy-polling loop starts yielding the CPU between polls.
-const SPINS_BEFORE_YIELD: u32 = 256;
+/// How long a polling loop spins with nothing moving before it starts yielding
+/// the CPU between polls: a peer that answers does so well within it, and one
+/// that waits for a retransmit timeout (67 ms) need not hold a core meanwhile.
+const SPIN_BEFORE_YIELD: Duration = Duration::from_millis(1);
 
-/// Waits for completions: by polling, or (-e) by sleeping on the channel.
-/// Polling spins briefly, then yields between polls, so that on a machine with
-/// fewer cores than busy threads the peer (and the progress thread) still run.
+/// Waits for completions: by polling (driving the engine), or (-e) by sleeping
+/// on the channel.
 fn next_completions(side: &Side, wcs: &mut [WorkCompletion]) -> Result<usize, String> {
     let deadline = Instant::now() + STALL;
-    let mut empty = 0u32;
+    let mut last_moved = Instant::now();
     loop {
         if let Some(ch) = &side.channel {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -256,14 +275,14 @@ fn next_completions(side: &Side, wcs: &mut [WorkCompletion]) -> Result<usize, St
         if n > 0 {
             return Ok(n);
         }
-        if Instant::now() >= deadline {
+        let now = Instant::now();
+        if now >= deadline {
             return Err(stalled());
         }
-        empty += 1;
         if side.channel.is_none() {
-            if empty < SPINS_BEFORE_YIELD {
-                std::hint::spin_loop();
-            } else {
+            if side.ctx.progress() > 0 {
+                last_moved = now;
+            } else if now - last_moved > SPIN_BEFORE_YIELD {
                 std::thread::yield_now();
             }
         }
