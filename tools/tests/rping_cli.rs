@@ -157,7 +157,27 @@ fn debug_output_and_a_capture_of_the_cm_exchange() {
     assert!(dump.status.success(), "{text}");
     let ud_to_qp1 = text.lines().filter(|l| l.contains("UD SEND ONLY") || l.contains("UD_SEND_ONLY")).count();
     assert_eq!(ud_to_qp1, 5, "REQ, REP, RTU, DREQ, DREP:\n{text}");
+    // Wireshark's InfiniBand dissector names them, and flags nothing.
+    if let Some(names) = tshark_cm_names(&pcap) {
+        assert_eq!(names, ["ConnectRequest", "ConnectReply", "ReadyToUse", "DisconnectRequest", "DisconnectReply"]);
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The CM messages of a capture as tshark decodes them, in order (None
+/// without tshark); panics if it flags any frame as malformed.
+fn tshark_cm_names(pcap: &std::path::Path) -> Option<Vec<String>> {
+    let run = |filter: &str, field: &str| {
+        Command::new("tshark").args(["-r", pcap.to_str().unwrap(), "-Y", filter, "-T", "fields", "-e", field]).output()
+    };
+    let Ok(out) = run("infiniband.mad", "_ws.col.Info") else {
+        println!("SKIP: tshark not found; install it with `apt-get install tshark` for the CM decode check");
+        return None;
+    };
+    let flagged = run("_ws.malformed || _ws.expert.severity >= \"warning\"", "frame.number").unwrap();
+    assert!(flagged.stdout.is_empty(), "tshark flags frames {}", String::from_utf8_lossy(&flagged.stdout));
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(text.lines().map(|l| l.trim_start_matches("CM: ").trim().to_string()).collect())
 }
 
 #[test]
