@@ -193,3 +193,19 @@ fn rpings_argument_errors() {
     let out = uroce().args(["rping", "-s", "-C", "-1"]).output().unwrap();
     assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()), (Some(22), "Invalid count -1\n"));
 }
+
+#[test]
+fn dump_names_the_cm_messages_of_the_kernels_rping() {
+    let pcap = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/captures/rdma_cm_rping.pcap");
+    let out = uroce().args(["dump", pcap]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> =
+        text.lines().filter_map(|l| l.split(" CM ").nth(1)).map(|r| r.trim_end_matches(" ICRC ok")).collect();
+    assert_eq!(names, ["ConnectRequest", "ConnectReply", "ReadyToUse", "DisconnectRequest", "DisconnectReply"]);
+    let verbose = uroce().args(["dump", "-V", pcap]).output().unwrap();
+    let text = String::from_utf8_lossy(&verbose.stdout);
+    assert!(text.contains("  MAD       base version 1  class 0x07 (CM) version 2  method 0x03 (Send)  TID 0x0000000245b7c33c  attribute 0x0010 ConnectRequest\n"));
+    assert!(
+        text.contains("  rdma_cm   Tcp port 7174: 198.18.0.11 port 51850 -> 198.18.0.12 (IP CM header version 0)\n")
+    );
+}

@@ -37,6 +37,7 @@ pub(crate) fn packet(out: &mut String, number: u64, rel: Duration, d: &Decoded) 
     if bth.opcode.has_payload() || bth.opcode.info().is_none() {
         let _ = write!(out, " len={}", d.packet.payload().len());
     }
+    super::cm::line(out, d);
     let carried = d.packet.icrc();
     if carried == d.icrc_expected {
         let _ = writeln!(out, " ICRC ok");

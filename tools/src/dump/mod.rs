@@ -1,6 +1,7 @@
 //! `uroce dump`: one line per RoCEv2 packet (or every field with `-V`), the ICRC
 //! verdict of each, and a closing summary line.
 
+mod cm;
 mod line;
 mod verbose;
 

@@ -167,6 +167,7 @@ pub(crate) fn packet(out: &mut String, number: u64, rel: Duration, frame_len: us
     let payload = d.packet.payload();
     if !payload.is_empty() {
         let _ = writeln!(out, "  Payload   {} bytes: {}", payload.len(), hex_preview(payload));
+        super::cm::verbose(out, d);
     }
     let pad = d.packet.pad();
     if !pad.is_empty() {

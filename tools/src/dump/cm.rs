@@ -1,0 +1,50 @@
+//! CM MADs on QP1 (UD SEND to QP 1 with Q_Key 0x80010000): the message by
+//! the name tshark gives it, and with -V its MAD header and fields.
+
+use super::Decoded;
+use std::fmt::Write;
+use uroce_transport::cm::ip::{parse_service_id, CmaHdr};
+use uroce_transport::cm::{CmMessage, Mad, MadHeaderRepr, GSI_QKEY, GSI_QPN};
+
+/// The CM message a packet carries, if it is one.
+fn message(d: &Decoded) -> Option<(MadHeaderRepr, CmMessage)> {
+    let deth = d.repr.deth?;
+    if d.repr.bth.dest_qp != GSI_QPN || deth.qkey != GSI_QKEY {
+        return None;
+    }
+    let (h, m) = CmMessage::parse(&Mad::new_checked(d.packet.payload()).ok()?).ok()?;
+    h.is_cm_send().then_some((h, m))
+}
+
+/// ` CM ConnectRequest`, for the one-line form.
+pub(crate) fn line(out: &mut String, d: &Decoded) {
+    if let Some((_, m)) = message(d) {
+        let _ = write!(out, " CM {}", m.name());
+    }
+}
+
+/// The MAD header, the message's fields and, in a REQ, rdma_cm's IP header.
+pub(crate) fn verbose(out: &mut String, d: &Decoded) {
+    let Some((h, m)) = message(d) else { return };
+    let _ = writeln!(
+        out,
+        "  MAD       base version {}  class 0x{:02x} (CM) version {}  method 0x{:02x} (Send)  TID 0x{:016x}  attribute 0x{:04x} {}",
+        h.base_version,
+        h.mgmt_class,
+        h.class_version,
+        h.method,
+        h.tid,
+        h.attr_id,
+        m.name()
+    );
+    let _ = writeln!(out, "  CM        {m}");
+    if let CmMessage::Req(req) = &m {
+        if let (Some((ps, port)), Ok(ip)) = (parse_service_id(req.service_id), CmaHdr::parse(&req.private_data)) {
+            let _ = writeln!(
+                out,
+                "  rdma_cm   {ps:?} port {port}: {} port {} -> {} (IP CM header version {})",
+                ip.src_addr, ip.src_port, ip.dst_addr, ip.version
+            );
+        }
+    }
+}
