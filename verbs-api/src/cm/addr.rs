@@ -35,13 +35,15 @@ impl CmId {
             true => None,
             false => Some(device_with(addr.ip(), verb)?),
         };
+        // The agent first: starting it takes its lock, which comes before an ID's.
+        let agent = ctx.as_ref().map(registry::agent_for).transpose()?;
         let pick = ctx.as_ref().map_or(0, |c| c.shared().engine().random_psn());
         let port = registry::bind(self.0.ps, addr, self.0.key, Arc::downgrade(&self.0), pick)?;
         let mut st = self.state();
         st.src = Some(SocketAddr::new(addr.ip(), port));
         st.cma = CmaState::AddrBound;
-        if let Some(ctx) = ctx {
-            attach(self, &mut st, ctx)?;
+        if let (Some(ctx), Some(agent)) = (ctx, agent) {
+            attach(self, &mut st, ctx, agent);
         }
         Ok(())
     }
@@ -101,14 +103,16 @@ impl CmId {
             (CmaState::AddrBound, _) => {}
             (s, _) => return Err(cm_err(VERB, EINVAL, format!("the ID is in state {s:?}"))),
         }
-        let mut st = self.state();
-        if st.ctx.is_none() {
+        if self.state().ctx.is_none() {
             // Bound to the wildcard: the device that reaches dst decides the source.
             let ctx = device_for(dst.ip(), VERB)?;
             let ip = device_ip(&ctx, dst.is_ipv4()).ok_or_else(|| no_family(&ctx, dst, VERB))?;
+            let agent = registry::agent_for(&ctx)?;
+            let mut st = self.state();
             st.src = Some(SocketAddr::new(ip, bound.map_or(0, |b| b.port())));
-            attach(self, &mut st, ctx)?;
+            attach(self, &mut st, ctx, agent);
         }
+        let mut st = self.state();
         st.dst = Some(dst);
         st.cma = CmaState::AddrResolved;
         drop(st);
@@ -151,14 +155,14 @@ impl CmId {
     }
 }
 
-/// The ID uses `ctx`: its agent runs, its channel drives it if it is a manual-progress one.
-fn attach(id: &CmId, st: &mut IdState, ctx: Context) -> Result<(), Error> {
+/// The ID uses `ctx` and its agent; its channel drives the context if it
+/// is a manual-progress one.
+fn attach(id: &CmId, st: &mut IdState, ctx: Context, agent: Arc<super::agent::Agent>) {
     if let Some(ch) = id.0.channel.upgrade() {
         ch.note_context(&ctx);
     }
-    st.agent = Some(registry::agent_for(&ctx)?);
+    st.agent = Some(agent);
     st.ctx = Some(ctx);
-    Ok(())
 }
 
 /// The device with address `ip`: an open context, or a udp device opened on it.

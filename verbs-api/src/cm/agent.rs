@@ -2,6 +2,12 @@
 //! the sans-IO [`Cm`], and a thread that sleeps on QP1's completion channel
 //! and a doorbell, feeds the CM its MADs and timers, and turns its events
 //! into rdma_cm events. It runs while some rdma_cm ID uses the context.
+//!
+//! Locks, in the order they may be taken: an agent's state, then an ID's
+//! state; the engine, the channels' queues and the registry's tables are
+//! leaves (nothing is locked while holding them). A user call that needs
+//! both takes the agent's first; an ID dropped where an agent lock is held
+//! leaves its CM work to the agent thread.
 
 use super::dispatch;
 use super::id::IdInner;
