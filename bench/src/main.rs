@@ -37,6 +37,11 @@ enum Cmd {
         #[arg(long, default_value_t = 0.5)]
         secs: f64,
     },
+    /// Nanoseconds per clock read and per empty non-blocking UDP receive (a system call that finds nothing)
+    SyscallCost {
+        #[arg(long, default_value_t = 0.3)]
+        secs: f64,
+    },
     /// TCP stream receiver: accepts one connection, prints Gbit/s received
     TcpServer {
         addr: SocketAddr,
@@ -119,6 +124,10 @@ fn run(cmd: Cmd) -> Result<(), String> {
             );
         }
         Cmd::Icrc { payload, secs: s } => println!("{:.2}", rate::icrc_gbps(payload, secs(s))),
+        Cmd::SyscallCost { secs: s } => {
+            let (clock, recv) = rate::syscall_costs(secs(s))?;
+            println!("clock_read_ns {clock:.1}\nempty_udp_recv_ns {recv:.1}");
+        }
         Cmd::TcpServer { addr, wait } => println!("{:.3}", baseline::tcp_server(addr, Duration::from_secs(wait))?),
         Cmd::TcpClient { addr, secs: s } => baseline::tcp_client(addr, secs(s))?,
         Cmd::TcpLoopback { ip, secs: s } => println!("{:.3}", baseline::tcp_loopback(ip, secs(s))?),

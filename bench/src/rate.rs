@@ -38,3 +38,31 @@ pub fn icrc_gbps(payload: usize, time: Duration) -> f64 {
     }
     (n as f64 * p.len() as f64) / start.elapsed().as_secs_f64() / 1e9
 }
+
+/// Nanoseconds per call of what uroce's polling loop does most: read the
+/// clock (`Instant::now`), and ask an empty non-blocking UDP socket for a
+/// datagram (one `recvfrom` returning EAGAIN: a system call that finds
+/// nothing). Measured for `time` each.
+pub fn syscall_costs(time: Duration) -> Result<(f64, f64), String> {
+    let per_call = |f: &mut dyn FnMut()| {
+        let start = Instant::now();
+        let mut n = 0u64;
+        while start.elapsed() < time && n < 100_000_000 {
+            for _ in 0..64 {
+                f();
+            }
+            n += 64;
+        }
+        start.elapsed().as_nanos() as f64 / n as f64
+    };
+    let clock = per_call(&mut || {
+        black_box(Instant::now());
+    });
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    sock.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let mut buf = [0u8; 64];
+    let recv = per_call(&mut || {
+        let _ = black_box(sock.recv(&mut buf));
+    });
+    Ok((clock, recv))
+}

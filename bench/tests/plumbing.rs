@@ -2,7 +2,7 @@
 //! ratios and verdicts; the callgrind target does exactly one WRITE packet
 //! and one ACK per message; the built-in baselines produce a figure.
 
-use uroce_bench::{baseline, packet_cost, table};
+use uroce_bench::{baseline, packet_cost, rate, table};
 
 const TSV: &str = "# section\tfigure\turoce\tbaseline name\tbaseline\tunit\tbetter\ttarget\tnote
 1. loopback\twrite_bw 64 KiB, poll\t8,9,7\tTCP\t30,32,31\tGbit/s\thigher\t>=1\t
@@ -71,4 +71,11 @@ fn the_built_in_baselines_give_a_figure() {
     assert!(half_rtt > 0.0);
     let gbits = baseline::tcp_loopback(ip, std::time::Duration::from_millis(50)).unwrap();
     assert!(gbits > 0.0);
+}
+
+#[test]
+fn the_rates_give_a_figure() {
+    assert!(rate::icrc_gbps(4096, std::time::Duration::from_millis(20)) > 0.0);
+    let (clock, recv) = rate::syscall_costs(std::time::Duration::from_millis(20)).unwrap();
+    assert!(clock > 0.0 && recv > 0.0);
 }
