@@ -10,7 +10,9 @@ use crate::error::Error;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 use uroce_transport::cm::PortSpace;
+use uroce_transport::engine::Error as EngineError;
 
 use super::event::libc_errno::{EADDRINUSE, EADDRNOTAVAIL};
 
@@ -67,15 +69,26 @@ pub(crate) fn context_with_ip(ip: IpAddr) -> Option<Context> {
 /// The agent of `ctx`, started on first use (it registers the wildcard
 /// listeners' services, so that they hear this device's REQs too).
 pub(crate) fn agent_for(ctx: &Context) -> Result<Arc<Agent>, Error> {
-    let agent = {
-        let mut agents = lock(&AGENTS);
-        agents.retain(|w| w.strong_count() > 0);
-        if let Some(a) = agents.iter().filter_map(Weak::upgrade).find(|a| Arc::ptr_eq(&a.ctx.0, &ctx.0)) {
-            return Ok(a);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let agent = loop {
+        {
+            let mut agents = lock(&AGENTS);
+            agents.retain(|w| w.strong_count() > 0);
+            if let Some(a) = agents.iter().filter_map(Weak::upgrade).find(|a| Arc::ptr_eq(&a.ctx.0, &ctx.0)) {
+                return Ok(a);
+            }
+            match Agent::start(ctx) {
+                Ok(a) => {
+                    agents.push(Arc::downgrade(&a));
+                    break a;
+                }
+                // The context's previous agent is still letting its last MADs
+                // leave (its drop): its QP1 goes in a moment.
+                Err(Error::Engine { err: EngineError::GsiQpExists, .. }) if Instant::now() < deadline => {}
+                Err(e) => return Err(e),
+            }
         }
-        let a = Agent::start(ctx)?;
-        agents.push(Arc::downgrade(&a));
-        a
+        std::thread::sleep(Duration::from_millis(5));
     };
     for l in listeners() {
         if l.addr.ip().is_unspecified() {
