@@ -6,7 +6,12 @@
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::Duration;
 use uroce_verbs::Gid;
+
+/// How long a read of the exchange waits before it lets the caller move its
+/// engine (see [`client`]).
+const DRIVE_TICK: Duration = Duration::from_millis(1);
 
 /// `sizeof "0000:000000:000000:00000000000000000000000000000000"`.
 pub const MSG_LEN: usize = 52;
@@ -57,16 +62,38 @@ fn read_msg(s: &mut TcpStream) -> io::Result<[u8; MSG_LEN]> {
     Ok(msg)
 }
 
+/// Reads exactly `buf`, calling `drive` every [`DRIVE_TICK`] it waits.
+fn read_exact_driving(s: &mut TcpStream, buf: &mut [u8], drive: &mut dyn FnMut()) -> io::Result<()> {
+    s.set_read_timeout(Some(DRIVE_TICK))?;
+    let mut at = 0;
+    while at < buf.len() {
+        match s.read(&mut buf[at..]) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "failed to fill whole buffer")),
+            Ok(n) => at += n,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => drive(),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    s.set_read_timeout(None)
+}
+
 /// Client side: connect, send ours, read theirs, say "done". Also returns the
 /// server's IP, for peers that send no GID.
-pub fn client(host: &str, port: u16, mine: &Dest) -> Result<(Dest, IpAddr), String> {
+///
+/// `drive` moves the caller's engine while the server's answer is awaited:
+/// the server connects its QP before it answers, and the kernel (rxe) resolves
+/// our MAC at modify_qp(RTR), by ARP, giving up after 1 s ("Failed to modify QP
+/// to RTR"). A link nobody drives meanwhile answers no ARP.
+pub fn client(host: &str, port: u16, mine: &Dest, drive: &mut dyn FnMut()) -> Result<(Dest, IpAddr), String> {
     let cant = || format!("Couldn't connect to {host}:{port}: is the server running (start it first, with no HOST)?");
     let addrs = (host, port).to_socket_addrs().map_err(|e| format!("{host}: {e}"))?;
     let mut stream = addrs.into_iter().find_map(|a| TcpStream::connect(a).ok()).ok_or_else(cant)?;
     let peer_ip = stream.peer_addr().map_err(|e| e.to_string())?.ip();
-    let exchange = |s: &mut TcpStream| -> io::Result<[u8; MSG_LEN]> {
+    let mut exchange = |s: &mut TcpStream| -> io::Result<[u8; MSG_LEN]> {
         s.write_all(&mine.encode())?;
-        let theirs = read_msg(s)?;
+        let mut theirs = [0u8; MSG_LEN];
+        read_exact_driving(s, &mut theirs, drive)?;
         s.write_all(b"done\0")?;
         Ok(theirs)
     };

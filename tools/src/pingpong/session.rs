@@ -57,7 +57,10 @@ pub(crate) fn run(
     );
     let theirs = match &p.host {
         Some(host) => {
-            let (theirs, ip) = exchange::client(host, p.port, &mine)?;
+            // Move packets while the server connects (it may ARP for us).
+            let (theirs, ip) = exchange::client(host, p.port, &mine, &mut || {
+                side.ctx.progress();
+            })?;
             connect(p, &mut side, &mine, &theirs, ip)?;
             theirs
         }
