@@ -590,13 +590,17 @@ lab_guest_push() { # K LOCAL REMOTE
 # tcpdump on the bridge (every frame between guests and uroce0) into
 # $LAB_RUN/NAME.pcap; returns once tcpdump listens. FILTER is optional.
 # Its kernel buffer holds bursts of several MB (a 64 KiB ib_write_bw): with
-# tcpdump's default of 2 MB it dropped frames. lab_capture_dropped tells.
+# tcpdump's default of 2 MB it dropped frames. The snapshot length is the
+# bridge's frames (MTU 1500 + headers), not -s 0: with -s 0 libpcap sizes each
+# ring slot for 64 KiB offloaded frames, and 64 MB held only about 1000
+# frames. lab_capture_dropped tells whether the kernel dropped any.
 lab_capture_start() { # NAME [FILTER...]
   local name=$1 log=$LAB_RUN/$1.tcpdump.log i
   shift
   : >"$log"
   lab_ns_start_bg "tcpdump $name" "$log" \
-    tcpdump -i "$LAB_BRIDGE" -s 0 -B "$LAB_CAPTURE_BUFFER_KB" -U --immediate-mode -n -Z root -w "$LAB_RUN/$name.pcap" "$@"
+    tcpdump -i "$LAB_BRIDGE" -s "$LAB_CAPTURE_SNAPLEN" -B "$LAB_CAPTURE_BUFFER_KB" -U --immediate-mode -n -Z root \
+    -w "$LAB_RUN/$name.pcap" "$@"
   eval "LAB_CAPTURE_PID_${name//[^A-Za-z0-9_]/_}=$LAB_LAST_PID"
   for ((i = 0; i < 100; i++)); do
     grep -q 'listening on' "$log" && return 0
@@ -608,6 +612,7 @@ lab_capture_start() { # NAME [FILTER...]
 }
 
 LAB_CAPTURE_BUFFER_KB=${UROCE_LAB_CAPTURE_BUFFER_KB:-65536}
+LAB_CAPTURE_SNAPLEN=${UROCE_LAB_CAPTURE_SNAPLEN:-2048}
 
 # After lab_capture_stop: how many frames the kernel dropped before tcpdump
 # read them (0: the capture is complete).
