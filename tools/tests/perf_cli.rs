@@ -409,23 +409,44 @@ fn uc_and_ud() {
     assert!(big.2.contains("Max message size in UD cannot be greater than MTU (1024)"), "{}", big.2);
 }
 
+/// Runs `run` again (up to 3 runs) while an end ends in RETRY_EXC_ERR. The
+/// engine recovers from these tests' 5% loss and reordering with certainty in
+/// practice (transport/tests/pingpong_retry.rs); what ends a run so on a
+/// loaded machine is the thread of one end not being scheduled for the 8
+/// timeouts (0.54 s) its peer waits (see tools/tests/pingpong_cli.rs).
+fn impaired<T>(mut run: impl FnMut() -> T, ends: impl Fn(&T) -> Vec<&(i32, String, String)>) -> T {
+    let mut r = run();
+    for _ in 0..2 {
+        let exceeded = ends(&r).into_iter().find(|e| e.0 != 0 && e.2.contains("transport retry counter exceeded"));
+        let Some(e) = exceeded else { break };
+        eprintln!("an end stopped answering for 8 timeouts (a thread not scheduled?); once more:\n{}", e.2);
+        r = run();
+    }
+    r
+}
+
 #[test]
 fn impaired_links_still_finish() {
     let lossy = ["--loss", "0.05", "--reorder", "0.05", "--seed", "7"];
     for (k, test) in
         ["write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat"].iter().enumerate()
     {
-        let mut args = vec!["-n", "100"];
+        // A latency test has one message in flight, so a loss often waits
+        // for the 67 ms retransmit timeout: 100 exchanges last a second or
+        // more, 30 a third of that.
+        let n = if test.ends_with("lat") { "30" } else { "100" };
+        let mut args = vec!["-n", n];
         if !test.starts_with("atomic") {
             args.extend(["-s", "2048"]);
         }
         args.extend(lossy);
-        let r = loopback(60 + k as u8, test, &args);
+        let r = impaired(|| loopback(60 + k as u8, test, &args), |r| vec![r]);
         let header = if test.ends_with("bw") { RESULT_FMT } else { RESULT_FMT_LAT };
         assert_eq!(rows(ok(&r), header).len(), 1, "{test}");
     }
     // Both processes impaired.
-    let (s, c) = pair(67, "write_bw", &["-n", "100", "-s", "4096", "--loss", "0.05", "--reorder", "0.05"]);
+    let args = ["-n", "100", "-s", "4096", "--loss", "0.05", "--reorder", "0.05"];
+    let (s, c) = impaired(|| pair(67, "write_bw", &args), |(s, c)| vec![s, c]);
     assert_eq!(rows(ok(&s), RESULT_FMT), rows(ok(&c), RESULT_FMT));
 }
 
