@@ -334,6 +334,10 @@ lab_net_up() {
   [ -n "$LAB_NS" ] || lab_die "lab_init first"
   ip netns add "$LAB_NS" || lab_die "ip netns add $LAB_NS"
   lab_ns_exec sysctl -qw net.ipv6.conf.default.disable_ipv6=1 >/dev/null
+  # ARP answers only on the interface that holds the address: otherwise the
+  # kernel answers for uroce0's address on br0 too (with br0's MAC), and the
+  # guests' traffic to it skips the veth.
+  lab_ns_exec sysctl -qw net.ipv4.conf.all.arp_ignore=1 >/dev/null
   ip -n "$LAB_NS" link set lo up
   ip -n "$LAB_NS" link add "$LAB_BRIDGE" type bridge stp_state 0 forward_delay 0 mcast_snooping 0 \
     || lab_die "bridge $LAB_BRIDGE"
