@@ -91,7 +91,9 @@ fn rxe_lab_selftest() {
     };
     let output = std::fs::read_to_string(&log_path).unwrap_or_default();
     let _ = std::fs::remove_file(&log_path);
-    println!("{output}");
+    // Straight to stderr, past the test harness's capture: CI's log shows the
+    // results table on every run, not only when the test fails.
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{output}\n").as_bytes());
     match status {
         None => panic!("run-selftest did not finish within {} s (output above)", timeout.as_secs()),
         Some(status) => assert!(
