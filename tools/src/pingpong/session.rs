@@ -96,15 +96,14 @@ pub(crate) fn run(
 /// lost: a few of the peer's retransmit timeouts (4.096 us x 2^14 each).
 const LINGER: Duration = Duration::from_millis(300);
 
-/// Keeps `side` answering for [`LINGER`] if the link loses packets. The last
-/// ACK of a ping-pong can be lost like any other; the C tools (on lossless
-/// fabrics) exit at once, and an end that exits leaves its peer retrying into
-/// nothing.
-pub(crate) fn linger(side: Side, common: &CommonArgs) {
-    if common.loss > 0.0 || common.reorder > 0.0 || common.corrupt > 0.0 {
-        let until = Instant::now() + LINGER;
-        serve_until(&side, || Instant::now() >= until);
-    }
+/// Keeps `side` answering for [`LINGER`] after its last exchange. The peer may
+/// still resend its last message — its ACK was lost, or (the kernel rxe) a
+/// stale retransmit timer fired — and an end that has already destroyed its QP
+/// leaves that peer retrying into nothing (forever, for rxe, whose retry_cnt 7
+/// is unlimited). The C tools exit at once; on hardware that race is rare.
+pub(crate) fn linger(side: Side, _common: &CommonArgs) {
+    let until = Instant::now() + LINGER;
+    serve_until(&side, || Instant::now() >= until);
 }
 
 /// Keeps the engine of `side` moving (on a manual context nothing else does)
