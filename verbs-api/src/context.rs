@@ -7,7 +7,7 @@ use crate::memory::Pd;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -65,6 +65,9 @@ pub(crate) struct Shared {
     waker: Waker,
     /// Transmit buffers, reused by whichever thread runs a round.
     tx: Mutex<TxBatch>,
+    /// A poster queued packets while another thread held the transmit path:
+    /// that thread sends them once it lets go (see `kick`).
+    tx_pending: AtomicBool,
 }
 
 /// What a sleeping progress thread waits on: the link's descriptor and a
@@ -139,6 +142,7 @@ impl Context {
             epoch: std::time::Instant::now(),
             notifier: Notifier::default(),
             stop: AtomicBool::new(false),
+            tx_pending: AtomicBool::new(false),
         });
         let thread = match opts.progress {
             Progress::Manual => None,
@@ -161,8 +165,12 @@ impl Context {
     /// on others). Returns how many packets moved.
     pub fn progress(&self) -> usize {
         let shared = self.shared();
-        let mut batch = shared.tx.lock().unwrap_or_else(|e| e.into_inner());
-        shared.round_with(&mut batch, Duration::ZERO)
+        let moved = {
+            let mut batch = shared.tx.lock().unwrap_or_else(|e| e.into_inner());
+            shared.round_with(&mut batch, Duration::ZERO)
+        };
+        shared.send_kicked();
+        moved
     }
 
     /// How this context was opened to move packets.
@@ -199,7 +207,9 @@ impl Context {
 
     /// The link's counters: packets, bytes, syscalls, drops.
     pub fn link_stats(&self) -> LinkStats {
-        self.shared().link.lock().unwrap_or_else(|e| e.into_inner()).stats()
+        let stats = self.shared().link.lock().unwrap_or_else(|e| e.into_inner()).stats();
+        self.shared().send_kicked();
+        stats
     }
 
     /// The engine's counters, with the kernel rxe's names.
@@ -386,19 +396,45 @@ impl Shared {
         }
     }
 
-    /// Sends what the engine queued now, from the calling thread; if the
-    /// progress thread holds the link, rings it to send on its next round.
+    /// Sends what the engine queued now, from the calling thread. If another
+    /// thread holds the transmit path, that thread sends it when it lets go
+    /// (`send_kicked`), and the progress thread is rung: on a manual context
+    /// nobody else would send it until the next `progress`.
     pub fn kick(&self) {
-        // Lock order as in a round: transmit buffers, link, engine.
-        let (Ok(mut batch), Ok(mut link)) = (self.tx.try_lock(), self.link.try_lock()) else {
-            self.waker.ring();
-            return;
-        };
+        // Announced before trying the locks, checked by a holder after it
+        // unlocks: with a SeqCst fence on each side, one of the two sees the
+        // other (a poster never leaves a packet behind a holder that missed it).
+        self.tx_pending.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        loop {
+            // Lock order as in a round: transmit buffers, link, engine.
+            let (Ok(mut batch), Ok(mut link)) = (self.tx.try_lock(), self.link.try_lock()) else {
+                self.waker.ring();
+                return;
+            };
+            self.tx_pending.store(false, Ordering::SeqCst);
+            self.send_queued(&mut batch.bufs[0], link.as_mut());
+            drop((batch, link));
+            fence(Ordering::SeqCst);
+            if !self.tx_pending.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
+
+    /// After a round: sends what posters queued while it held the path.
+    fn send_kicked(&self) {
+        fence(Ordering::SeqCst);
+        if self.tx_pending.load(Ordering::SeqCst) {
+            self.kick();
+        }
+    }
+
+    /// Latency path: one packet at a time, straight out, in a reused buffer
+    /// (no 4 KiB zeroed per post).
+    fn send_queued(&self, buf: &mut [u8], link: &mut dyn Link) {
         let mut engine = self.engine();
         let now = self.now();
-        // Latency path: one packet at a time, straight out, in a reused buffer
-        // (no 4 KiB zeroed per post).
-        let buf = &mut batch.bufs[0];
         while let Some(t) = engine.poll_transmit(now, buf) {
             let d = TxDatagram { peer: gid_ip(t.dest_gid), src_port: t.src_port, roce: &buf[..t.len] };
             if let Err(e) = link.send(&[d]) {
@@ -418,3 +454,7 @@ fn ip_gid(ip: std::net::IpAddr) -> Gid {
         std::net::IpAddr::V6(v6) => Gid(v6.octets()),
     }
 }
+
+#[cfg(test)]
+#[path = "context_tests.rs"]
+mod tests;
