@@ -38,6 +38,9 @@ pub struct CommonArgs {
     /// Print the engine's and the link's counters at the end
     #[arg(long)]
     pub stats: bool,
+    /// At most N request packets unacknowledged across the device's RC QPs (default: what the link's receive queue holds)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_inflight: Option<u32>,
     /// Log what the stack does (tracing)
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
@@ -78,7 +81,8 @@ impl CommonArgs {
     }
 
     fn options(&self, progress: Progress, pcap: Option<PathBuf>) -> Result<OpenOptions, String> {
-        Ok(OpenOptions { progress, seed: self.seed, pcap, impair: self.impair()? })
+        let max_inflight_psns = self.max_inflight;
+        Ok(OpenOptions { progress, seed: self.seed, pcap, impair: self.impair()?, max_inflight_psns })
     }
 
     /// Opens `-d`, or the first free loopback address. `pcap_suffix` keeps two

@@ -151,7 +151,7 @@ mod qp1 {
     use uroce_transport::engine::*;
 
     fn gsi_engine(gid: Gid) -> (Engine, u32, Pd, CqHandle) {
-        let mut e = Engine::new(EngineConfig { seed: 7, port_mtu: Mtu::Mtu1024, gid });
+        let mut e = Engine::new(EngineConfig { seed: 7, port_mtu: Mtu::Mtu1024, gid, ..Default::default() });
         let pd = e.alloc_pd();
         let cq = e.create_cq(16);
         let init = QpInitAttr {

@@ -38,6 +38,12 @@ pub struct OpenOptions {
     pub pcap: Option<std::path::PathBuf>,
     /// Impair the link's traffic (loss, duplication, reordering, corruption, delay).
     pub impair: Option<uroce_stack::link::ImpairConfig>,
+    /// At most this many request packets unacknowledged across the context's
+    /// RC QPs (each QP also keeps at most 128). `None`: what the link's
+    /// receive queue holds ([`LinkInfo::rx_queue_packets`]), at least 128;
+    /// 1024 when the link cannot tell. Many QPs streaming at once past what
+    /// the peer's queue holds lose packets and all go back N.
+    pub max_inflight_psns: Option<u32>,
 }
 
 /// Packets moved per batch between engine and link.
@@ -130,7 +136,8 @@ impl Context {
         let gid = info.gids.get(0).map(|g| Gid(g.0)).unwrap_or_default();
         let seed = opts.seed.unwrap_or_else(clock_seed);
         let port_mtu = crate::device::engine_mtu(info.path_mtu.bytes());
-        let engine = Engine::new(uroce_transport::engine::EngineConfig { seed, port_mtu, gid });
+        let max_inflight_psns = opts.max_inflight_psns.unwrap_or_else(|| inflight_budget(&info));
+        let engine = Engine::new(uroce_transport::engine::EngineConfig { seed, port_mtu, gid, max_inflight_psns });
         let waker = Waker::new(&*link)?;
         let shared = Arc::new(Shared {
             waker,
@@ -241,6 +248,16 @@ impl Context {
             }
             std::thread::sleep(Duration::from_micros(200));
         }
+    }
+}
+
+/// The default budget of unacknowledged request packets: what the link's
+/// receive queue holds (the peer's is taken to be alike).
+fn inflight_budget(info: &LinkInfo) -> u32 {
+    use uroce_transport::engine::{DEFAULT_MAX_INFLIGHT_PSNS, MAX_UNACKED_PSNS};
+    match u32::try_from(info.rx_queue_packets).unwrap_or(u32::MAX) {
+        0 => DEFAULT_MAX_INFLIGHT_PSNS,
+        n => n.clamp(MAX_UNACKED_PSNS as u32, 16 * DEFAULT_MAX_INFLIGHT_PSNS),
     }
 }
 

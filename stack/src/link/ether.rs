@@ -41,6 +41,8 @@ pub(crate) struct EtherConfig {
     pub path_mtu: Option<IbMtu>,
     /// Sockets keeping the kernel from answering our RoCE packets with ICMP.
     pub guards: Vec<UdpSocket>,
+    /// [`LinkInfo::rx_queue_packets`].
+    pub rx_queue_packets: usize,
 }
 
 /// BTH + ICRC: the shortest RoCEv2 packet.
@@ -99,6 +101,7 @@ impl<I: FrameIo> EtherLink<I> {
             mtu: cfg.mtu,
             path_mtu,
             gids,
+            rx_queue_packets: cfg.rx_queue_packets,
         };
         let slot = (cfg.mtu + ETH_HDR).min(MAX_SLOT);
         EtherLink {

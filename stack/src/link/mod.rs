@@ -135,6 +135,9 @@ pub struct LinkInfo {
     /// The RoCE path MTU: the largest IB MTU that fits in `mtu`, or the override.
     pub path_mtu: IbMtu,
     pub gids: GidTable,
+    /// How many full-size packets (path MTU) the receive side queues before
+    /// it drops, about; 0 when unknown. Senders keep less than this in flight.
+    pub rx_queue_packets: usize,
 }
 
 /// A wire for RoCEv2 datagrams, moved in batches.

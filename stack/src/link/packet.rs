@@ -102,6 +102,11 @@ impl PacketLink {
         let sock = PacketSocket::open_link(ifindex, listen)
             .map_err(|e| LinkError::os(format!("opening an AF_PACKET socket on {ifname}"), e, "CAP_NET_RAW"))?;
         let guards = port_guards(&kernel_owned, ifindex)?;
+        let ring = RxRing::new(&sock, mtu.min(65535) + 14, RX_RING_BYTES).ok();
+        let rx_queue_packets = match &ring {
+            Some(r) => r.frames(),
+            None => sock.receive_buffer() / super::udp::skb_truesize(mtu),
+        };
         let cfg = EtherConfig {
             kind: "packet",
             name: spec.to_string(),
@@ -113,8 +118,8 @@ impl PacketLink {
             mtu,
             path_mtu: *path_mtu,
             guards,
+            rx_queue_packets,
         };
-        let ring = RxRing::new(&sock, mtu.min(65535) + 14, RX_RING_BYTES).ok();
         Ok(PacketLink(EtherLink::new(PacketIo { sock, ring }, cfg)))
     }
 

@@ -96,6 +96,8 @@ impl TapLink {
             mtu,
             path_mtu: *path_mtu,
             guards,
+            // The tap queue's length is the kernel's business (txqueuelen).
+            rx_queue_packets: 0,
         };
         Ok(TapLink(EtherLink::new(TapIo(tap), cfg)))
     }

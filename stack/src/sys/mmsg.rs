@@ -252,6 +252,19 @@ pub fn set_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
     }
 }
 
+/// `getsockopt` of an int option.
+pub fn get_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
+    let mut value: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are valid for writes of the sizes passed.
+    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut i32).cast(), &mut len) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(value)
+    }
+}
+
 /// `setsockopt` with any plain-old-data value.
 pub fn set_raw<T: Copy>(fd: RawFd, level: i32, name: i32, value: &T) -> io::Result<()> {
     // SAFETY: `value` points at size_of::<T>() readable bytes.

@@ -123,6 +123,11 @@ impl PacketSocket {
         Ok(s)
     }
 
+    /// Bytes of frames (kernel accounting) the socket queues on receive.
+    pub fn receive_buffer(&self) -> usize {
+        super::mmsg::get_int(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF).map_or(0, |b| b.max(0) as usize)
+    }
+
     pub fn raw_fd(&self) -> std::os::fd::RawFd {
         self.fd.as_raw_fd()
     }
@@ -166,6 +171,11 @@ pub struct RxRing {
 unsafe impl Send for RxRing {}
 
 impl RxRing {
+    /// How many frames the ring holds.
+    pub fn frames(&self) -> usize {
+        self.frame_nr
+    }
+
     /// Sets up a ring of about `bytes` on `sock` for frames up to `max_frame` bytes.
     pub fn new(sock: &PacketSocket, max_frame: usize, bytes: usize) -> io::Result<RxRing> {
         let fd = sock.fd.as_raw_fd();

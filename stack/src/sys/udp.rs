@@ -59,9 +59,13 @@ impl UdpSocket {
         }
         if opts.buffer > 0 {
             let b = opts.buffer.min(i32::MAX as usize) as i32;
-            // Best effort: the kernel caps these at net.core.[rw]mem_max.
-            let _ = set_int(s, libc::SOL_SOCKET, libc::SO_RCVBUF, b);
-            let _ = set_int(s, libc::SOL_SOCKET, libc::SO_SNDBUF, b);
+            // Past net.core.[rw]mem_max with CAP_NET_ADMIN; else capped there
+            // (best effort: the size is what `receive_buffer` reports).
+            for (force, capped) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
+                if set_int(s, libc::SOL_SOCKET, force, b).is_err() {
+                    let _ = set_int(s, libc::SOL_SOCKET, capped, b);
+                }
+            }
         }
         if opts.freebind {
             set_int(s, libc::SOL_IP, libc::IP_FREEBIND, 1)?;
@@ -76,6 +80,12 @@ impl UdpSocket {
             return Err(io::Error::last_os_error());
         }
         Ok(UdpSocket { fd })
+    }
+
+    /// Bytes of datagrams (kernel accounting, headers included) the socket
+    /// queues on receive before it drops.
+    pub fn receive_buffer(&self) -> usize {
+        super::mmsg::get_int(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF).map_or(0, |b| b.max(0) as usize)
     }
 
     /// Whether the kernel has UDP GSO (UDP_SEGMENT, Linux 4.18).

@@ -31,6 +31,7 @@ mod emit;
 mod memory;
 mod qp;
 mod requester;
+pub use requester::MAX_UNACKED_PSNS;
 mod responder;
 mod srq;
 mod state;
@@ -69,6 +70,9 @@ pub const MAX_PACKET_LEN: usize = 12 + 28 + 16 + 8 + 4096 + 4;
 /// The 40 bytes in front of the data of every UD receive.
 pub const GRH_LEN: usize = 40;
 
+/// The default [`EngineConfig::max_inflight_psns`]: 4 MiB of 4 KiB packets.
+pub const DEFAULT_MAX_INFLIGHT_PSNS: u32 = 1024;
+
 /// Engine-wide settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineConfig {
@@ -78,11 +82,21 @@ pub struct EngineConfig {
     pub port_mtu: Mtu,
     /// The GID of this port, index 0 in the GID table.
     pub gid: Gid,
+    /// At most this many request PSNs unacknowledged across all RC QPs (on
+    /// top of each QP's window of 128): about what the receive buffers on
+    /// the path hold. Past it, a burst of many QPs overflows the receiver's
+    /// socket buffer and every QP pays a go-back-N retransmit.
+    pub max_inflight_psns: u32,
 }
 
 impl Default for EngineConfig {
     fn default() -> EngineConfig {
-        EngineConfig { seed: 0, port_mtu: Mtu::Mtu1024, gid: Gid::default() }
+        EngineConfig {
+            seed: 0,
+            port_mtu: Mtu::Mtu1024,
+            gid: Gid::default(),
+            max_inflight_psns: DEFAULT_MAX_INFLIGHT_PSNS,
+        }
     }
 }
 
@@ -202,6 +216,10 @@ pub(crate) struct Shared {
     pub port_mtu: Mtu,
     /// QPs that lost a completion to an overflowed CQ: they go to ERR.
     pub cq_lost: Vec<u32>,
+    /// Request PSNs unacknowledged across all RC QPs (each QP's `inflight`).
+    pub inflight: u32,
+    /// `EngineConfig::max_inflight_psns`.
+    pub inflight_budget: u32,
 }
 
 impl Shared {
@@ -244,6 +262,8 @@ impl Engine {
                 events: VecDeque::new(),
                 port_mtu: config.port_mtu,
                 cq_lost: Vec::new(),
+                inflight: 0,
+                inflight_budget: config.max_inflight_psns.max(1),
             },
             qps: BTreeMap::new(),
             pds: Vec::new(),
@@ -395,7 +415,9 @@ impl Engine {
     }
 
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Error> {
-        self.qps.remove(&qpn).map(|_| ()).ok_or(Error::NoSuchQp(qpn))
+        let qp = self.qps.remove(&qpn).ok_or(Error::NoSuchQp(qpn))?;
+        self.sh.inflight -= qp.req.counted_inflight;
+        Ok(())
     }
 
     /// `ibv_query_qp`. `sq_psn` and `rq_psn` are the live ones (the next PSN
@@ -426,6 +448,7 @@ impl Engine {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
         let to = state::check_modify(qp.qp_type(), qp.state(), attr, mask)?;
         modify::apply(qp, &mut self.sh, attr, mask, to);
+        qp.sync_inflight(&mut self.sh);
         self.fail_qps_that_lost_completions();
         Ok(())
     }
@@ -435,6 +458,7 @@ impl Engine {
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), Error> {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
         let r = requester::post(qp, &mut self.sh, wr);
+        qp.sync_inflight(&mut self.sh);
         self.fail_qps_that_lost_completions();
         r
     }
@@ -489,6 +513,7 @@ impl Engine {
         } else {
             responder::on_request(qp, &mut self.sh, &meta, &repr, payload);
         }
+        qp.sync_inflight(&mut self.sh);
         self.fail_qps_that_lost_completions();
     }
 
@@ -500,6 +525,7 @@ impl Engine {
             }
             // An expired RNR timer only lets the requester send again.
             qp.timers.take_expired(Timer::RnrRetry, now);
+            qp.sync_inflight(&mut self.sh);
         }
         self.fail_qps_that_lost_completions();
     }
@@ -511,6 +537,7 @@ impl Engine {
             if let Some(qp) = self.qps.get_mut(&qpn).filter(|q| q.state() != QpState::Err) {
                 self.sh.events.push_back(Event::QpFatal { qpn });
                 qp.enter_error(&mut self.sh);
+                qp.sync_inflight(&mut self.sh);
             }
         }
     }
@@ -520,14 +547,20 @@ impl Engine {
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         assert!(buf.len() >= MAX_PACKET_LEN, "poll_transmit needs a buffer of MAX_PACKET_LEN bytes");
-        // Round robin: start after the QP that sent last, wrap around once.
+        debug_assert!(self.qps.values().all(|q| q.req.counted_inflight == q.inflight()), "an unsynced QP");
+        debug_assert_eq!(self.sh.inflight, self.qps.values().map(|q| q.req.counted_inflight).sum::<u32>());
+        // Round robin by message: start at the QP that sent last if it is in
+        // the middle of a message (a burst of a whole message, up to its
+        // window, as an RNIC's scheduler; ACKs then come per message), after
+        // it otherwise; wrap around once.
         let cursor = self.tx_cursor;
         let tx = poll_qps(self.qps.range_mut(cursor..), &mut self.sh, now, buf)
             .or_else(|| poll_qps(self.qps.range_mut(..cursor), &mut self.sh, now, buf));
         self.fail_qps_that_lost_completions();
         let tx = tx?;
         self.sh.counters.inc(Counter::SentPkts);
-        self.tx_cursor = tx.qpn.wrapping_add(1);
+        let mid_message = self.qps.get(&tx.qpn).is_some_and(Qp::mid_message);
+        self.tx_cursor = if mid_message { tx.qpn } else { tx.qpn.wrapping_add(1) };
         Some(tx)
     }
 
@@ -558,6 +591,12 @@ impl Engine {
         self.qps.values().filter_map(|q| q.timers.next()).min()
     }
 
+    /// Request PSNs unacknowledged across all RC QPs (held to
+    /// [`EngineConfig::max_inflight_psns`]).
+    pub fn inflight_psns(&self) -> u32 {
+        self.sh.inflight
+    }
+
     pub fn counters(&self) -> &Counters {
         &self.sh.counters
     }
@@ -577,6 +616,7 @@ fn poll_qps<'a>(
 ) -> Option<Transmit> {
     for (_, qp) in qps {
         let tx = responder::poll_response(qp, sh, buf).or_else(|| requester::poll_request(qp, sh, now, buf));
+        qp.sync_inflight(sh);
         if tx.is_some() {
             return tx;
         }

@@ -101,6 +101,9 @@ pub(crate) struct Requester {
     pub retried_at: Option<Psn>,
     /// An SQD drained event is owed once the send queue is idle.
     pub sqd_notify: bool,
+    /// What this QP adds to the engine's count of unacknowledged PSNs
+    /// (`Shared::inflight`), as of its last `sync_inflight`.
+    pub counted_inflight: u32,
 }
 
 impl Requester {
@@ -142,6 +145,29 @@ impl Qp {
 
     pub fn qp_type(&self) -> QpType {
         self.init.qp_type
+    }
+
+    /// Whether the requester has sent part of a message and not its end.
+    pub fn mid_message(&self) -> bool {
+        self.req.wqes.get(self.req.next).is_some_and(|w| w.started)
+    }
+
+    /// Request PSNs sent and not yet acknowledged: what an RC QP that may
+    /// send has in flight.
+    pub fn inflight(&self) -> u32 {
+        let sending = matches!(self.state(), QpState::Rts | QpState::Sqd);
+        if self.qp_type() != QpType::Rc || !sending {
+            return 0;
+        }
+        (self.req.psn - self.req.comp_psn).max(0) as u32
+    }
+
+    /// Brings the engine's count of unacknowledged PSNs up to date with this
+    /// QP, after anything that may have moved its requester or state.
+    pub fn sync_inflight(&mut self, sh: &mut Shared) {
+        let now = self.inflight();
+        sh.inflight = sh.inflight - self.req.counted_inflight + now;
+        self.req.counted_inflight = now;
     }
     pub fn state(&self) -> QpState {
         self.attr.qp_state

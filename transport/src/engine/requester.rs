@@ -1,7 +1,8 @@
 //! The requester: turns posted send WRs into request packets, in order, one
 //! packet per `poll_transmit`. Segmentation by MTU, AckReq on the last packet
 //! of a message and every [`ACK_REQ_INTERVAL`] packets, a window of
-//! [`MAX_UNACKED_PSNS`], fences and the `max_rd_atomic` limit.
+//! [`MAX_UNACKED_PSNS`] per QP and the engine's `max_inflight_psns` across
+//! QPs, fences and the `max_rd_atomic` limit.
 
 use super::attr::{QpState, QpType};
 use super::emit::{data_opcode, headers, position, single_opcode};
@@ -128,7 +129,7 @@ fn rd_atomic_in_flight(qp: &Qp) -> usize {
 }
 
 /// Why the requester may not send the WR at `next` now, if it may not.
-fn blocked(qp: &Qp) -> bool {
+fn blocked(qp: &Qp, sh: &Shared) -> bool {
     let idx = qp.req.next;
     let wqe = &qp.req.wqes[idx];
     if qp.state() == QpState::Sqd && !wqe.started {
@@ -137,7 +138,7 @@ fn blocked(qp: &Qp) -> bool {
     if qp.qp_type() != QpType::Rc {
         return false;
     }
-    if qp.req.psn - qp.req.comp_psn >= MAX_UNACKED_PSNS {
+    if qp.req.psn - qp.req.comp_psn >= MAX_UNACKED_PSNS || sh.inflight >= sh.inflight_budget {
         return true;
     }
     // A fence (as rxe) and a local error both wait for every older WR.
@@ -163,7 +164,7 @@ pub(crate) fn poll_request(qp: &mut Qp, sh: &mut Shared, now: Instant, buf: &mut
             w.checked = true;
             w.local_error = err;
         }
-        if blocked(qp) {
+        if blocked(qp, sh) {
             return None;
         }
         if let Some(status) = qp.req.wqes[idx].local_error {
@@ -208,7 +209,11 @@ fn send_packet(qp: &mut Qp, sh: &mut Shared, now: Instant, buf: &mut [u8], mtu: 
         // rxe asks no ACK of UD QPs, but QP1 is a GSI QP to it, not a UD one:
         // its MADs go out with AckReq set (tests/data/captures/rdma_cm_rping.pcap).
         let gsi = qp.qpn == 1 && qp.qp_type() == QpType::Ud;
-        let ack_req = (qp.qp_type() == QpType::Rc || gsi) && (last || periodic);
+        // The packet that fills the engine's budget asks for an ACK too: QPs
+        // stopped by the budget in mid-message would otherwise have nothing
+        // in flight that the responder answers, and wait for the timer.
+        let budget_full = sh.inflight + 1 >= sh.inflight_budget;
+        let ack_req = (qp.qp_type() == QpType::Rc || gsi) && (last || periodic || budget_full);
         (emit_data(qp, sh, wqe, pos, psn, pkt_idx * mtu, mtu, ack_req, buf), 1, last, ack_req)
     };
     qp.req.noack_pkts = if ack_req { 0 } else { qp.req.noack_pkts + 1 };
