@@ -245,8 +245,8 @@ pub struct Engine {
     qps: BTreeMap<u32, Qp>,
     pds: Vec<Pd>,
     next_handle: u32,
-    /// The QP `poll_transmit` looks at first, for fairness.
-    tx_cursor: u32,
+    /// Which QP sends next.
+    sched: sched::TxSchedule,
 }
 
 impl Engine {
@@ -268,7 +268,7 @@ impl Engine {
             qps: BTreeMap::new(),
             pds: Vec::new(),
             next_handle: 1,
-            tx_cursor: 0,
+            sched: sched::TxSchedule::default(),
         }
     }
 
@@ -417,6 +417,7 @@ impl Engine {
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Error> {
         let qp = self.qps.remove(&qpn).ok_or(Error::NoSuchQp(qpn))?;
         self.sh.inflight -= qp.req.counted_inflight;
+        self.sched.forget(qpn);
         Ok(())
     }
 
@@ -449,6 +450,7 @@ impl Engine {
         let to = state::check_modify(qp.qp_type(), qp.state(), attr, mask)?;
         modify::apply(qp, &mut self.sh, attr, mask, to);
         qp.sync_inflight(&mut self.sh);
+        self.sched.activate(qpn);
         self.fail_qps_that_lost_completions();
         Ok(())
     }
@@ -459,6 +461,7 @@ impl Engine {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
         let r = requester::post(qp, &mut self.sh, wr);
         qp.sync_inflight(&mut self.sh);
+        self.sched.activate(qpn);
         self.fail_qps_that_lost_completions();
         r
     }
@@ -483,6 +486,7 @@ impl Engine {
         } else {
             qp.rq.push_back(wr);
         }
+        self.sched.activate(qpn);
         self.fail_qps_that_lost_completions();
         Ok(())
     }
@@ -514,18 +518,22 @@ impl Engine {
             responder::on_request(qp, &mut self.sh, &meta, &repr, payload);
         }
         qp.sync_inflight(&mut self.sh);
+        self.sched.activate(qp.qpn);
         self.fail_qps_that_lost_completions();
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         for qp in self.qps.values_mut() {
-            if qp.timers.take_expired(Timer::Retransmit, now) {
+            let retransmit = qp.timers.take_expired(Timer::Retransmit, now);
+            if retransmit {
                 completer::on_retransmit_timeout(qp, &mut self.sh);
             }
             // An expired RNR timer only lets the requester send again.
-            qp.timers.take_expired(Timer::RnrRetry, now);
-            qp.sync_inflight(&mut self.sh);
+            if qp.timers.take_expired(Timer::RnrRetry, now) || retransmit {
+                qp.sync_inflight(&mut self.sh);
+                self.sched.activate(qp.qpn);
+            }
         }
         self.fail_qps_that_lost_completions();
     }
@@ -538,6 +546,7 @@ impl Engine {
                 self.sh.events.push_back(Event::QpFatal { qpn });
                 qp.enter_error(&mut self.sh);
                 qp.sync_inflight(&mut self.sh);
+                self.sched.activate(qpn);
             }
         }
     }
@@ -549,18 +558,10 @@ impl Engine {
         assert!(buf.len() >= MAX_PACKET_LEN, "poll_transmit needs a buffer of MAX_PACKET_LEN bytes");
         debug_assert!(self.qps.values().all(|q| q.req.counted_inflight == q.inflight()), "an unsynced QP");
         debug_assert_eq!(self.sh.inflight, self.qps.values().map(|q| q.req.counted_inflight).sum::<u32>());
-        // Round robin by message: start at the QP that sent last if it is in
-        // the middle of a message (a burst of a whole message, up to its
-        // window, as an RNIC's scheduler; ACKs then come per message), after
-        // it otherwise; wrap around once.
-        let cursor = self.tx_cursor;
-        let tx = poll_qps(self.qps.range_mut(cursor..), &mut self.sh, now, buf)
-            .or_else(|| poll_qps(self.qps.range_mut(..cursor), &mut self.sh, now, buf));
+        let tx = self.sched.poll(&mut self.qps, &mut self.sh, now, buf);
         self.fail_qps_that_lost_completions();
         let tx = tx?;
         self.sh.counters.inc(Counter::SentPkts);
-        let mid_message = self.qps.get(&tx.qpn).is_some_and(Qp::mid_message);
-        self.tx_cursor = if mid_message { tx.qpn } else { tx.qpn.wrapping_add(1) };
         Some(tx)
     }
 
@@ -607,21 +608,5 @@ impl Engine {
     }
 }
 
-/// The first packet any of `qps` has to send: its responses, then requests.
-fn poll_qps<'a>(
-    qps: impl Iterator<Item = (&'a u32, &'a mut Qp)>,
-    sh: &mut Shared,
-    now: Instant,
-    buf: &mut [u8],
-) -> Option<Transmit> {
-    for (_, qp) in qps {
-        let tx = responder::poll_response(qp, sh, buf).or_else(|| requester::poll_request(qp, sh, now, buf));
-        qp.sync_inflight(sh);
-        if tx.is_some() {
-            return tx;
-        }
-    }
-    None
-}
-
 mod modify;
+mod sched;

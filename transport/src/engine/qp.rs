@@ -147,6 +147,11 @@ impl Qp {
         self.init.qp_type
     }
 
+    /// Whether the requester has WRs it has not started or finished sending.
+    pub fn has_unsent_requests(&self) -> bool {
+        self.req.next < self.req.wqes.len()
+    }
+
     /// Whether the requester has sent part of a message and not its end.
     pub fn mid_message(&self) -> bool {
         self.req.wqes.get(self.req.next).is_some_and(|w| w.started)
