@@ -7,12 +7,13 @@ use crate::memory::Pd;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use uroce_stack::link::{Link, LinkInfo, LinkStats, RxDatagram, TxDatagram};
-use uroce_transport::engine::{Counters, Engine, Event, Gid, Instant, RxMeta, Transmit, MAX_PACKET_LEN};
+use tx::TxBatch;
+use uroce_stack::link::{Link, LinkInfo, LinkStats, RxDatagram};
+use uroce_transport::engine::{Counters, Engine, Event, Gid, Instant, RxMeta};
 
 /// How the context moves packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,8 +47,6 @@ pub struct OpenOptions {
     pub max_inflight_psns: Option<u32>,
 }
 
-/// Packets moved per batch between engine and link.
-const BATCH: usize = 32;
 /// The longest a blocking progress thread sleeps with nothing due: it wakes
 /// earlier for packets, posted work and timers.
 const IDLE_WAIT: Duration = Duration::from_millis(100);
@@ -59,6 +58,8 @@ const MAX_DRAIN_BATCHES: usize = 64;
 const BUSY_SPIN_ROUNDS: u32 = 64;
 /// How long it waits inside `recv` on a link that offers no descriptor to wait on.
 const LINK_WAIT: Duration = Duration::from_millis(1);
+
+mod tx;
 
 pub(crate) struct Shared {
     pub engine: Mutex<Engine>,
@@ -127,6 +128,8 @@ impl Drop for Handle {
         if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = t.join();
         }
+        // The last ACKs a round held back, and anything queued, leave now.
+        self.shared.kick();
     }
 }
 
@@ -170,11 +173,20 @@ impl Context {
     /// One round of progress, without waiting: send what is queued, take in
     /// what arrived, run due timers. For [`Progress::Manual`] contexts (harmless
     /// on others). Returns how many packets moved.
+    ///
+    /// On a manual context, ACKs that a round's arrivals call for (and
+    /// nothing else) may wait for the next post or the next `progress`, to
+    /// leave with them in one system call: keep calling it while the peer
+    /// may still be waiting for you, and drop the context (which sends what
+    /// is left) when done.
     pub fn progress(&self) -> usize {
         let shared = self.shared();
         let moved = {
             let mut batch = shared.tx.lock().unwrap_or_else(|e| e.into_inner());
-            shared.round_with(&mut batch, Duration::ZERO)
+            // A manual context's owner calls again (it polls): ACKs may wait
+            // for its next request or round. Not on others: their thread may
+            // be asleep.
+            shared.round_with(&mut batch, Duration::ZERO, self.0.progress == Progress::Manual)
         };
         shared.send_kicked();
         moved
@@ -266,18 +278,6 @@ fn clock_seed() -> u64 {
     t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
 }
 
-/// Reusable transmit buffers, so the data path allocates nothing per packet.
-struct TxBatch {
-    bufs: Vec<Box<[u8]>>,
-    meta: Vec<Transmit>,
-}
-
-impl TxBatch {
-    fn new() -> TxBatch {
-        TxBatch { bufs: (0..BATCH).map(|_| vec![0u8; MAX_PACKET_LEN].into_boxed_slice()).collect(), meta: Vec::new() }
-    }
-}
-
 impl Shared {
     pub fn engine(&self) -> MutexGuard<'_, Engine> {
         self.engine.lock().unwrap_or_else(|e| e.into_inner())
@@ -293,8 +293,9 @@ impl Shared {
         let mut idle_rounds = 0u32;
         while !self.stop.load(Ordering::Relaxed) {
             let moved = match self.tx.lock() {
-                Ok(mut batch) => self.round_with(&mut batch, in_recv),
-                Err(e) => self.round_with(&mut e.into_inner(), in_recv),
+                // A round that moved packets is followed by another at once.
+                Ok(mut batch) => self.round_with(&mut batch, in_recv, true),
+                Err(e) => self.round_with(&mut e.into_inner(), in_recv, true),
             };
             if moved > 0 {
                 idle_rounds = 0;
@@ -335,13 +336,15 @@ impl Shared {
             return 0;
         }
         match self.tx.try_lock() {
-            Ok(mut batch) => self.round_with(&mut batch, Duration::ZERO),
+            // The progress thread may sleep: nothing held back.
+            Ok(mut batch) => self.round_with(&mut batch, Duration::ZERO, false),
             Err(_) => 0,
         }
     }
 
-    fn round_with(&self, batch: &mut TxBatch, wait: Duration) -> usize {
-        let mut moved = self.flush_tx(batch);
+    /// One round; `hold_acks` as in `flush_tx`.
+    fn round_with(&self, batch: &mut TxBatch, wait: Duration, hold_acks: bool) -> usize {
+        let mut moved = self.flush_tx(batch, false);
         moved += self.receive(wait);
         // Take in everything already queued before any timer fires: a thread
         // that was not scheduled for a while must see the ACKs that arrived
@@ -359,41 +362,9 @@ impl Shared {
                 engine.handle_timeout(now);
             }
         }
-        moved += self.flush_tx(batch);
+        moved += self.flush_tx(batch, hold_acks);
         self.notifier.fire(self);
         moved
-    }
-
-    /// Sends everything the engine has queued, in batches.
-    fn flush_tx(&self, batch: &mut TxBatch) -> usize {
-        let mut sent = 0;
-        loop {
-            batch.meta.clear();
-            {
-                let mut engine = self.engine();
-                let now = self.now();
-                for buf in batch.bufs.iter_mut() {
-                    match engine.poll_transmit(now, buf) {
-                        Some(t) => batch.meta.push(t),
-                        None => break,
-                    }
-                }
-            }
-            if batch.meta.is_empty() {
-                return sent;
-            }
-            let grams: Vec<TxDatagram<'_>> = batch
-                .meta
-                .iter()
-                .zip(batch.bufs.iter())
-                .map(|(t, buf)| TxDatagram { peer: gid_ip(t.dest_gid), src_port: t.src_port, roce: &buf[..t.len] })
-                .collect();
-            let mut link = self.link.lock().unwrap_or_else(|e| e.into_inner());
-            if let Err(e) = link.send(&grams) {
-                tracing::warn!("uroce: the link refused a batch of {} packets: {e}", grams.len());
-            }
-            sent += grams.len();
-        }
     }
 
     /// Hands what the link received to the engine.
@@ -412,56 +383,9 @@ impl Shared {
             }
         }
     }
-
-    /// Sends what the engine queued now, from the calling thread. If another
-    /// thread holds the transmit path, that thread sends it when it lets go
-    /// (`send_kicked`), and the progress thread is rung: on a manual context
-    /// nobody else would send it until the next `progress`.
-    pub fn kick(&self) {
-        // Announced before trying the locks, checked by a holder after it
-        // unlocks: with a SeqCst fence on each side, one of the two sees the
-        // other (a poster never leaves a packet behind a holder that missed it).
-        self.tx_pending.store(true, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        loop {
-            // Lock order as in a round: transmit buffers, link, engine.
-            let (Ok(mut batch), Ok(mut link)) = (self.tx.try_lock(), self.link.try_lock()) else {
-                self.waker.ring();
-                return;
-            };
-            self.tx_pending.store(false, Ordering::SeqCst);
-            self.send_queued(&mut batch.bufs[0], link.as_mut());
-            drop((batch, link));
-            fence(Ordering::SeqCst);
-            if !self.tx_pending.load(Ordering::SeqCst) {
-                return;
-            }
-        }
-    }
-
-    /// After a round: sends what posters queued while it held the path.
-    fn send_kicked(&self) {
-        fence(Ordering::SeqCst);
-        if self.tx_pending.load(Ordering::SeqCst) {
-            self.kick();
-        }
-    }
-
-    /// Latency path: one packet at a time, straight out, in a reused buffer
-    /// (no 4 KiB zeroed per post).
-    fn send_queued(&self, buf: &mut [u8], link: &mut dyn Link) {
-        let mut engine = self.engine();
-        let now = self.now();
-        while let Some(t) = engine.poll_transmit(now, buf) {
-            let d = TxDatagram { peer: gid_ip(t.dest_gid), src_port: t.src_port, roce: &buf[..t.len] };
-            if let Err(e) = link.send(&[d]) {
-                tracing::warn!("uroce: the link refused a packet: {e}");
-            }
-        }
-    }
 }
 
-fn gid_ip(g: Gid) -> std::net::IpAddr {
+pub(crate) fn gid_ip(g: Gid) -> std::net::IpAddr {
     uroce_stack::link::wire_addr(std::net::IpAddr::V6(std::net::Ipv6Addr::from(g.0)))
 }
 
