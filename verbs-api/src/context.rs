@@ -7,7 +7,7 @@ use crate::memory::Pd;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -23,6 +23,9 @@ pub enum Progress {
     #[default]
     Blocking,
     /// A background thread that never sleeps: lowest latency, one core.
+    /// While an application thread polls (a CQ, or [`Context::try_progress`])
+    /// and so moves the packets itself, the thread dozes instead of spinning
+    /// beside it.
     BusyPoll,
     /// No thread: the application calls [`Context::progress`] (tests, benchmarks).
     Manual,
@@ -56,6 +59,9 @@ const MAX_DRAIN_BATCHES: usize = 64;
 /// Empty rounds a busy-polling thread spins through before it starts yielding
 /// its core on each empty round.
 const BUSY_SPIN_ROUNDS: u32 = 64;
+/// A busy-poll progress thread dozes while an application thread helped
+/// this recently.
+const HELPER_RECENT: Duration = Duration::from_micros(200);
 /// How long it waits inside `recv` on a link that offers no descriptor to wait on.
 const LINK_WAIT: Duration = Duration::from_millis(1);
 
@@ -75,6 +81,9 @@ pub(crate) struct Shared {
     /// A poster queued packets while another thread held the transmit path:
     /// that thread sends them once it lets go (see `kick`).
     tx_pending: AtomicBool,
+    /// When (`now()`, ns) an application thread last offered to help
+    /// (`help`): a busy-poll progress thread leaves the core to it meanwhile.
+    last_help: AtomicU64,
 }
 
 /// What a sleeping progress thread waits on: the link's descriptor and a
@@ -104,6 +113,16 @@ impl Waker {
             [PollFd::new(link_fd.as_fd(), PollFlags::POLLIN), PollFd::new(self.doorbell.as_fd(), PollFlags::POLLIN)];
         let _ = poll(&mut fds, PollTimeout::from(ms));
         if fds[1].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
+            let _ = self.doorbell.read();
+        }
+    }
+
+    /// Sleeps until the doorbell rings (a post the poster could not send)
+    /// or a millisecond passes: not woken by packets, which a helping
+    /// application thread takes in.
+    fn doze(&self) {
+        let mut fds = [PollFd::new(self.doorbell.as_fd(), PollFlags::POLLIN)];
+        if poll(&mut fds, PollTimeout::from(1u8)).is_ok_and(|n| n > 0) {
             let _ = self.doorbell.read();
         }
     }
@@ -153,6 +172,7 @@ impl Context {
             notifier: Notifier::default(),
             stop: AtomicBool::new(false),
             tx_pending: AtomicBool::new(false),
+            last_help: AtomicU64::new(0),
         });
         let thread = match opts.progress {
             Progress::Manual => None,
@@ -189,6 +209,21 @@ impl Context {
             shared.round_with(&mut batch, Duration::ZERO, self.0.progress == Progress::Manual)
         };
         shared.send_kicked();
+        moved
+    }
+
+    /// One round of progress unless another thread is running one; how many
+    /// packets moved. For a thread that busy-waits on something other than a
+    /// CQ (a byte of a region that a peer's RDMA WRITE sets, as perftest's
+    /// write_lat does): it moves the packets itself when it gets the core,
+    /// instead of waiting for the progress thread to be scheduled. On a
+    /// manual context, the same as [`Context::progress`].
+    pub fn try_progress(&self) -> usize {
+        if self.0.progress == Progress::Manual {
+            return self.progress();
+        }
+        let moved = self.shared().help(self.0.progress);
+        self.shared().send_kicked();
         moved
     }
 
@@ -301,7 +336,12 @@ impl Shared {
                 idle_rounds = 0;
                 continue;
             }
-            if busy {
+            if busy && self.app_is_helping() {
+                // The application's thread polls and moves the packets itself:
+                // spinning beside it only takes its core (two ends of a test in
+                // one process are four busy threads on this 2-core machine).
+                self.waker.doze();
+            } else if busy {
                 // Spin, but after a few empty rounds offer the core to whoever
                 // waits for it (the application thread that polls the CQ):
                 // with more runnable threads than cores, a thread that never
@@ -332,6 +372,9 @@ impl Shared {
     /// progress thread to be scheduled (on a 2-core machine that wait is a
     /// scheduler tick). Not on manual contexts, where only `progress` moves.
     pub fn help(&self, progress: Progress) -> usize {
+        if progress == Progress::BusyPoll {
+            self.last_help.store(self.now().as_nanos(), Ordering::Relaxed);
+        }
         if progress == Progress::Manual || self.link.try_lock().is_err() {
             return 0;
         }
@@ -340,6 +383,13 @@ impl Shared {
             Ok(mut batch) => self.round_with(&mut batch, Duration::ZERO, false),
             Err(_) => 0,
         }
+    }
+
+    /// Whether an application thread offered to help within the last
+    /// [`HELPER_RECENT`].
+    fn app_is_helping(&self) -> bool {
+        let last = self.last_help.load(Ordering::Relaxed);
+        last != 0 && self.now().as_nanos().saturating_sub(last) < HELPER_RECENT.as_nanos() as u64
     }
 
     /// One round; `hold_acks` as in `flush_tx`.

@@ -257,7 +257,7 @@ impl Session {
 /// one thread per end, as an RNIC needs none), move packets; else let the
 /// progress thread run.
 pub fn idle(ctx: &Context) {
-    if ctx.progress_mode() != Progress::Manual || ctx.progress() == 0 {
+    if ctx.try_progress() == 0 {
         std::thread::yield_now();
     }
 }
