@@ -1,5 +1,7 @@
 //! Helpers shared by uroce's cross-crate tests: the golden captures and frame
-//! builders.
+//! builders, and running the kernel-rxe lab's scripts.
+
+pub mod lab;
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
