@@ -420,9 +420,11 @@ impl Shared {
     /// Hands what the link received to the engine.
     fn receive(&self, wait: Duration) -> usize {
         let mut link = self.link.lock().unwrap_or_else(|e| e.into_inner());
+        // One clock read per batch: its packets arrived together.
+        let mut now = None;
         let mut deliver = |d: &RxDatagram<'_>| {
             let meta = RxMeta { src_gid: ip_gid(d.peer), dst_gid: ip_gid(d.local) };
-            let now = self.now();
+            let now = *now.get_or_insert_with(|| self.now());
             self.engine().handle_packet(now, meta, d.roce);
         };
         match link.recv(wait, &mut deliver) {

@@ -25,9 +25,10 @@
 //! Identification, so IPv6 packets are fully checked ([`Integrity::Icrc`]).
 
 use super::gid::{Gid, GidTable, IbMtu};
+use super::pseudo;
 use super::spec::{DeviceSpec, LinkError};
 use super::{wire_addr, Direction, FrameSink, Integrity, Link, LinkInfo, LinkStats, RxDatagram, TxDatagram};
-use crate::frame::{FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, IPV6_HDR, UDP_HDR};
+use crate::frame::{FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, UDP_HDR};
 use crate::pcap::LinkType;
 use crate::sys::iface;
 use crate::sys::mmsg::{self, RxMeta, TxMsg, MAX_BATCH};
@@ -185,14 +186,6 @@ impl UdpLink {
         Some(FrameRepr::new(None, ip, src_port))
     }
 
-    /// The headers the ICRC is computed over, written into `hdr`; returns
-    /// (IP header length, total header length).
-    fn headers(repr: &FrameRepr, roce_len: usize, hdr: &mut [u8; IPV6_HDR + UDP_HDR]) -> (usize, usize) {
-        let n = repr.header_len();
-        repr.emit(&mut hdr[..n], roce_len);
-        (repr.ip.header_len(), n)
-    }
-
     /// Gives the frame (IP packet) of `repr` around `roce` to the sink, with
     /// the ICRC `roce` carries (`Some`) or computed over `repr` (`None`).
     fn to_sink(
@@ -231,8 +224,12 @@ impl UdpLink {
             self.stats.rx_malformed += 1;
             return false;
         };
-        let mut hdr = [0u8; IPV6_HDR + UDP_HDR];
-        let (iph, n) = Self::headers(&repr, roce.len(), &mut hdr);
+        let mut hdr = [0u8; pseudo::MAX];
+        let Some((iph, n)) = pseudo::headers((peer, src.port()), (local, ROCEV2_UDP_PORT), 0, roce.len(), &mut hdr)
+        else {
+            self.stats.rx_malformed += 1;
+            return false;
+        };
         let body = &roce[..roce.len() - ICRC_LEN];
         let carried = icrc::carried(roce).unwrap_or(0);
         let Ok(c0) = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body) else {
@@ -327,7 +324,7 @@ impl UdpLink {
 impl Link for UdpLink {
     fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
         let mut sent = 0;
-        let mut hdr = [0u8; IPV6_HDR + UDP_HDR];
+        let mut hdr = [0u8; pseudo::MAX];
         for chunk in batch.chunks(MAX_BATCH) {
             // Which datagrams this link can carry at all.
             let mut ok = [false; MAX_BATCH];
@@ -359,8 +356,10 @@ impl Link for UdpLink {
                 for (k, d) in chunk[group.clone()].iter().enumerate() {
                     let peer = wire_addr(d.peer);
                     let ident = if len > 1 { k as u16 } else { 0 };
-                    let Some(repr) = Self::repr(self.local, peer, ROCEV2_UDP_PORT, ident) else { continue };
-                    let (iph, n) = Self::headers(&repr, d.roce.len(), &mut hdr);
+                    let ends = ((self.local, ROCEV2_UDP_PORT), (peer, ROCEV2_UDP_PORT));
+                    let Some((iph, n)) = pseudo::headers(ends.0, ends.1, ident, d.roce.len(), &mut hdr) else {
+                        continue;
+                    };
                     let body = &d.roce[..d.roce.len() - ICRC_LEN];
                     let c = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body).unwrap_or(0);
                     tx_buf[at..at + body.len()].copy_from_slice(body);
