@@ -34,10 +34,10 @@ impl FrameIo for PacketIo {
         self.sock.raw_fd()
     }
     fn send(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
-        let mut msgs = [TxMsg { addr: None, iov: [&[][..]; 3], gso_segment: 0 }; MAX_BATCH];
+        let mut msgs = [TxMsg { addr: None, iov: &[], gso_segment: 0 }; MAX_BATCH];
         let n = frames.len().min(MAX_BATCH);
         for (m, f) in msgs.iter_mut().zip(&frames[..n]) {
-            m.iov[0] = f;
+            m.iov = std::slice::from_ref(f);
         }
         mmsg::send_batch(self.sock.raw_fd(), &msgs[..n])
     }

@@ -81,7 +81,6 @@ pub struct UdpLink {
     /// IPv4 UDP checksum 0 (SO_NO_CHECK), as rxe; off with GSO.
     no_check: bool,
     slot: usize,
-    tx_buf: Vec<u8>,
     local: IpAddr,
     info: LinkInfo,
     stats: LinkStats,
@@ -156,7 +155,6 @@ impl UdpLink {
             offload,
             no_check: !offload.gso,
             slot,
-            tx_buf: vec![0; MAX_BATCH * SLOT],
             local: ip,
             info,
             stats: LinkStats::default(),
@@ -337,14 +335,13 @@ impl Link for UdpLink {
             }
             let mut groups = [0usize; MAX_BATCH];
             let ngroups = self.gso_groups(chunk, &ok, &mut groups);
-            // Copy each group into the transmit buffer, signing segment k of a
-            // group with IP ID k: what the kernel writes when it segments.
-            let mut msgs = [TxMsg { addr: None, iov: [&[][..]; 3], gso_segment: 0 }; MAX_BATCH];
-            let mut spans = [(0usize, 0usize, 0usize); MAX_BATCH]; // (first datagram, count, bytes)
+            // Sign segment k of a group with IP ID k (what the kernel writes
+            // when it segments); the kernel gathers each datagram's body and
+            // ICRC from where they are (no copy here).
+            let mut icrcs = [[0u8; ICRC_LEN]; MAX_BATCH];
+            let mut spans = [(0usize, 0usize); MAX_BATCH]; // (first datagram, count)
             let mut nmsg = 0;
-            let mut at = 0;
             let mut first = 0;
-            let mut tx_buf = std::mem::take(&mut self.tx_buf);
             for &len in &groups[..ngroups] {
                 let group = first..first + len;
                 first += len;
@@ -352,29 +349,27 @@ impl Link for UdpLink {
                     self.stats.tx_dropped += 1;
                     continue;
                 }
-                let start = at;
-                for (k, d) in chunk[group.clone()].iter().enumerate() {
-                    let peer = wire_addr(d.peer);
-                    let ident = if len > 1 { k as u16 } else { 0 };
-                    let ends = ((self.local, ROCEV2_UDP_PORT), (peer, ROCEV2_UDP_PORT));
-                    let Some((iph, n)) = pseudo::headers(ends.0, ends.1, ident, d.roce.len(), &mut hdr) else {
-                        continue;
-                    };
+                for (k, d) in group.clone().zip(&chunk[group.clone()]) {
+                    let ident = if len > 1 { (k - group.start) as u16 } else { 0 };
+                    let ends = ((self.local, ROCEV2_UDP_PORT), (wire_addr(d.peer), ROCEV2_UDP_PORT));
+                    // The families match: `ok` checked.
+                    let (iph, n) = pseudo::headers(ends.0, ends.1, ident, d.roce.len(), &mut hdr).unwrap_or((0, 0));
                     let body = &d.roce[..d.roce.len() - ICRC_LEN];
-                    let c = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body).unwrap_or(0);
-                    tx_buf[at..at + body.len()].copy_from_slice(body);
-                    tx_buf[at + body.len()..at + d.roce.len()].copy_from_slice(&c.to_le_bytes());
-                    at += d.roce.len();
+                    icrcs[k] = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body).unwrap_or(0).to_le_bytes();
                 }
-                spans[nmsg] = (group.start, len, at - start);
+                spans[nmsg] = (group.start, len);
                 nmsg += 1;
             }
-            let mut off = 0;
-            for (m, &(g, len, bytes)) in msgs.iter_mut().zip(&spans[..nmsg]) {
+            let mut pieces: [&[u8]; mmsg::MAX_IOV] = [&[]; mmsg::MAX_IOV];
+            for (k, d) in chunk.iter().enumerate() {
+                pieces[2 * k] = &d.roce[..d.roce.len() - ICRC_LEN];
+                pieces[2 * k + 1] = &icrcs[k];
+            }
+            let mut msgs = [TxMsg { addr: None, iov: &[], gso_segment: 0 }; MAX_BATCH];
+            for (m, &(g, len)) in msgs.iter_mut().zip(&spans[..nmsg]) {
                 m.addr = Some(SocketAddr::new(wire_addr(chunk[g].peer), ROCEV2_UDP_PORT));
-                m.iov[0] = &tx_buf[off..off + bytes];
+                m.iov = &pieces[2 * g..2 * (g + len)];
                 m.gso_segment = if len > 1 { chunk[g].roce.len() as u16 } else { 0 };
-                off += bytes;
             }
             let mut at = 0;
             let mut result = Ok(());
@@ -384,7 +379,7 @@ impl Link for UdpLink {
                 match mmsg::send_batch(self.sock.fd(), &msgs[at..nmsg]) {
                     Ok(k) => {
                         let mut moved = 0;
-                        for &(g, len, _) in &spans[at..at + k] {
+                        for &(g, len) in &spans[at..at + k] {
                             moved += len;
                             for (seg, d) in chunk[g..g + len].iter().enumerate() {
                                 self.stats.tx_packets += 1;
@@ -419,7 +414,6 @@ impl Link for UdpLink {
                     }
                 }
             }
-            self.tx_buf = tx_buf;
             result?;
         }
         Ok(sent)

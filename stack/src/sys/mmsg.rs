@@ -10,8 +10,9 @@ use std::time::Duration;
 
 /// The most messages one system call moves.
 pub const MAX_BATCH: usize = 64;
-/// Pieces of one outgoing message (e.g. headers, RoCE packet, ICRC).
-pub const MAX_IOV: usize = 3;
+/// Pieces of all the messages of one call together (e.g. each datagram's
+/// body and ICRC, gathered by the kernel into one GSO message).
+pub const MAX_IOV: usize = 2 * MAX_BATCH;
 /// Control-message room per received message (pktinfo, GRO segment size).
 const CMSG_ROOM: usize = 128;
 
@@ -20,7 +21,7 @@ const CMSG_ROOM: usize = 128;
 #[derive(Clone, Copy)]
 pub struct TxMsg<'a> {
     pub addr: Option<SocketAddr>,
-    pub iov: [&'a [u8]; MAX_IOV],
+    pub iov: &'a [&'a [u8]],
     pub gso_segment: u16,
 }
 
@@ -104,20 +105,28 @@ pub fn send_batch(fd: RawFd, msgs: &[TxMsg<'_>]) -> io::Result<usize> {
     // SAFETY: these are plain old data; all-zero is a valid value for each.
     let mut hdrs: [libc::mmsghdr; MAX_BATCH] = unsafe { zeroed() };
     // SAFETY: as above.
-    let mut iovs: [[libc::iovec; MAX_IOV]; MAX_BATCH] = unsafe { zeroed() };
+    let mut iovs: [libc::iovec; MAX_IOV] = unsafe { zeroed() };
+    let mut used = 0;
     // SAFETY: as above.
     let mut names: [libc::sockaddr_storage; MAX_BATCH] = unsafe { zeroed() };
     // u64 elements keep the control buffers aligned for cmsghdr.
     let mut ctrl = [[0u64; 4]; MAX_BATCH];
+    // Messages whose pieces do not fit in `iovs` wait for the next call.
+    let mut n = n;
     for (i, m) in msgs[..n].iter().enumerate() {
-        let mut parts = 0;
-        for piece in m.iov.iter().filter(|p| !p.is_empty()) {
-            iovs[i][parts] = libc::iovec { iov_base: piece.as_ptr() as *mut libc::c_void, iov_len: piece.len() };
-            parts += 1;
+        let pieces = m.iov.iter().filter(|p| !p.is_empty());
+        if used + pieces.clone().count() > MAX_IOV {
+            n = i;
+            break;
+        }
+        let first = used;
+        for piece in pieces {
+            iovs[used] = libc::iovec { iov_base: piece.as_ptr() as *mut libc::c_void, iov_len: piece.len() };
+            used += 1;
         }
         let h = &mut hdrs[i].msg_hdr;
-        h.msg_iov = iovs[i].as_mut_ptr();
-        h.msg_iovlen = parts;
+        h.msg_iov = iovs[first..].as_mut_ptr();
+        h.msg_iovlen = used - first;
         if let Some(a) = &m.addr {
             h.msg_namelen = sockaddr_from(a, &mut names[i]);
             h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
