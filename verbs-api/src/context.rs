@@ -394,7 +394,7 @@ impl Shared {
 
     /// One round; `hold_acks` as in `flush_tx`.
     fn round_with(&self, batch: &mut TxBatch, wait: Duration, hold_acks: bool) -> usize {
-        let mut moved = self.flush_tx(batch, false);
+        let mut moved = self.flush_tx(batch, self.now(), false);
         moved += self.receive(wait);
         // Take in everything already queued before any timer fires: a thread
         // that was not scheduled for a while must see the ACKs that arrived
@@ -412,7 +412,7 @@ impl Shared {
                 engine.handle_timeout(now);
             }
         }
-        moved += self.flush_tx(batch, hold_acks);
+        moved += self.flush_tx(batch, now, hold_acks);
         self.notifier.fire(self);
         moved
     }

@@ -5,7 +5,7 @@ use super::{gid_ip, Shared};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{fence, Ordering};
 use uroce_stack::link::{Link, TxDatagram};
-use uroce_transport::engine::{Transmit, MAX_PACKET_LEN};
+use uroce_transport::engine::{Instant, Transmit, MAX_PACKET_LEN};
 
 /// Packets moved per batch between engine and link.
 pub(super) const BATCH: usize = 32;
@@ -34,9 +34,8 @@ impl TxBatch {
 impl Shared {
     /// Takes packets from the engine until the batch is full or the engine
     /// has none; whether it gave any.
-    fn fill(&self, batch: &mut TxBatch) -> bool {
+    fn fill(&self, batch: &mut TxBatch, now: Instant) -> bool {
         let mut engine = self.engine();
-        let now = self.now();
         let before = batch.meta.len();
         for buf in batch.bufs[before..].iter_mut() {
             match engine.poll_transmit(now, buf) {
@@ -71,10 +70,10 @@ impl Shared {
     /// batch of ACKs alone stays in `batch` for the next flush or post: an
     /// ACK may wait that long (the peer's timer is milliseconds), and leaves
     /// with the application's next request in one system call.
-    pub(super) fn flush_tx(&self, batch: &mut TxBatch, hold_acks: bool) -> usize {
+    pub(super) fn flush_tx(&self, batch: &mut TxBatch, now: Instant, hold_acks: bool) -> usize {
         let mut sent = 0;
         loop {
-            self.fill(batch);
+            self.fill(batch, now);
             let engine_empty = batch.meta.len() < BATCH;
             if batch.meta.is_empty() || (engine_empty && hold_acks && batch.only_acks()) {
                 return sent;
@@ -102,7 +101,8 @@ impl Shared {
                 return;
             };
             self.tx_pending.store(false, Ordering::SeqCst);
-            while self.fill(&mut batch) || !batch.meta.is_empty() {
+            let now = self.now();
+            while self.fill(&mut batch, now) || !batch.meta.is_empty() {
                 self.send_batch(&mut batch, link.as_mut());
             }
             drop((batch, link));
