@@ -3,7 +3,7 @@
 //! for the length of one call, so nothing here allocates.
 
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::{size_of, zeroed, MaybeUninit};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -98,45 +98,61 @@ pub(crate) fn sockaddr_of(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::s
 /// Sends up to [`MAX_BATCH`] messages in one `sendmmsg`; returns how many the
 /// kernel took. An error means the first message failed.
 pub fn send_batch(fd: RawFd, msgs: &[TxMsg<'_>]) -> io::Result<usize> {
-    let n = msgs.len().min(MAX_BATCH);
-    if n == 0 {
-        return Ok(0);
-    }
-    // SAFETY: these are plain old data; all-zero is a valid value for each.
-    let mut hdrs: [libc::mmsghdr; MAX_BATCH] = unsafe { zeroed() };
-    // SAFETY: as above.
-    let mut iovs: [libc::iovec; MAX_IOV] = unsafe { zeroed() };
-    let mut used = 0;
-    // SAFETY: as above.
-    let mut names: [libc::sockaddr_storage; MAX_BATCH] = unsafe { zeroed() };
+    // Only the entries a call uses are written: sending one datagram (the
+    // latency path) must not zero the 15 KiB a full batch's headers take.
+    let mut iovs = [const { MaybeUninit::<libc::iovec>::uninit() }; MAX_IOV];
+    let mut names = [const { MaybeUninit::<libc::sockaddr_storage>::uninit() }; MAX_BATCH];
     // u64 elements keep the control buffers aligned for cmsghdr.
-    let mut ctrl = [[0u64; 4]; MAX_BATCH];
-    // Messages whose pieces do not fit in `iovs` wait for the next call.
-    let mut n = n;
-    for (i, m) in msgs[..n].iter().enumerate() {
+    let mut ctrl = [const { MaybeUninit::<[u64; 4]>::uninit() }; MAX_BATCH];
+    // First the pieces, names and control data; messages whose pieces do not
+    // fit in `iovs` wait for the next call.
+    let mut spans = [(0usize, 0usize, 0 as libc::socklen_t); MAX_BATCH]; // (first iovec, count, name length)
+    let mut used = 0;
+    let mut n = 0;
+    for (i, m) in msgs.iter().take(MAX_BATCH).enumerate() {
         let pieces = m.iov.iter().filter(|p| !p.is_empty());
         if used + pieces.clone().count() > MAX_IOV {
-            n = i;
             break;
         }
         let first = used;
         for piece in pieces {
-            iovs[used] = libc::iovec { iov_base: piece.as_ptr() as *mut libc::c_void, iov_len: piece.len() };
+            iovs[used].write(libc::iovec { iov_base: piece.as_ptr() as *mut libc::c_void, iov_len: piece.len() });
             used += 1;
         }
-        let h = &mut hdrs[i].msg_hdr;
-        h.msg_iov = iovs[first..].as_mut_ptr();
-        h.msg_iovlen = used - first;
+        let mut namelen = 0;
         if let Some(a) = &m.addr {
-            h.msg_namelen = sockaddr_from(a, &mut names[i]);
-            h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+            // SAFETY: all-zero is a valid sockaddr_storage (plain old data).
+            namelen = sockaddr_from(a, names[i].write(unsafe { zeroed() }));
+        }
+        if m.gso_segment != 0 {
+            ctrl[i].write([0; 4]);
+        }
+        spans[i] = (first, used - first, namelen);
+        n = i + 1;
+    }
+    if n == 0 {
+        return Ok(0);
+    }
+    // Then the headers, pointing into the arrays above through one base
+    // pointer each (no reference to them is taken after this).
+    let (iov_base, name_base, ctrl_base) = (iovs.as_mut_ptr(), names.as_mut_ptr(), ctrl.as_mut_ptr());
+    let mut hdrs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; MAX_BATCH];
+    for (i, m) in msgs[..n].iter().enumerate() {
+        let (first, count, namelen) = spans[i];
+        // SAFETY: all-zero is a valid mmsghdr (plain old data).
+        let h = &mut hdrs[i].write(unsafe { zeroed() }).msg_hdr;
+        h.msg_iov = iov_base.wrapping_add(first).cast();
+        h.msg_iovlen = count;
+        if namelen != 0 {
+            h.msg_name = name_base.wrapping_add(i).cast();
+            h.msg_namelen = namelen;
         }
         if m.gso_segment != 0 {
             let space = size_of::<[u64; 4]>();
-            h.msg_control = ctrl[i].as_mut_ptr().cast();
+            h.msg_control = ctrl_base.wrapping_add(i).cast();
             h.msg_controllen = space;
-            // SAFETY: msg_control points at `space` bytes, enough for one
-            // cmsghdr with a u16, so CMSG_FIRSTHDR is non-null and in bounds.
+            // SAFETY: msg_control points at `space` initialised bytes, enough
+            // for one cmsghdr with a u16, so CMSG_FIRSTHDR is non-null and in bounds.
             unsafe {
                 let c = libc::CMSG_FIRSTHDR(h);
                 (*c).cmsg_level = libc::SOL_UDP;
@@ -148,8 +164,9 @@ pub fn send_batch(fd: RawFd, msgs: &[TxMsg<'_>]) -> io::Result<usize> {
         }
     }
     // SAFETY: `hdrs[..n]` are initialised message headers whose pointers refer to
-    // `iovs`, `names`, `ctrl` and the caller's slices, all alive for this call.
-    let rc = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), n as u32, 0) };
+    // initialised entries of `iovs`, `names`, `ctrl` and to the caller's slices,
+    // all alive for this call.
+    let rc = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr().cast(), n as u32, 0) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
