@@ -380,7 +380,9 @@ impl<I: FrameIo> EtherLink<I> {
         let now = Instant::now();
         self.run_timers(now);
         self.flush_ctl()?;
-        if !mmsg::wait_readable(self.io.fd(), timeout.min(TIMER_TICK))? {
+        // Without a wait, the receive is the readiness check (a look at the
+        // ring, or recvmmsg with MSG_DONTWAIT): no poll first.
+        if !timeout.is_zero() && !mmsg::wait_readable(self.io.fd(), timeout.min(TIMER_TICK))? {
             return Ok(0);
         }
         self.stats.rx_syscalls += 1;

@@ -420,7 +420,9 @@ impl Link for UdpLink {
     }
 
     fn recv(&mut self, timeout: Duration, f: &mut dyn FnMut(&RxDatagram<'_>)) -> io::Result<usize> {
-        if !mmsg::wait_readable(self.sock.fd(), timeout)? {
+        // Without a wait, recvmmsg (MSG_DONTWAIT) is the readiness check: one
+        // system call where a poll and then a receive would take two.
+        if !timeout.is_zero() && !mmsg::wait_readable(self.sock.fd(), timeout)? {
             return Ok(0);
         }
         self.stats.rx_syscalls += 1;

@@ -180,26 +180,32 @@ pub fn recv_batch(fd: RawFd, buf: &mut [u8], slot: usize, metas: &mut [RxMeta]) 
     if n == 0 {
         return Ok(0);
     }
-    // SAFETY: plain old data; all-zero is a valid value.
-    let mut hdrs: [libc::mmsghdr; MAX_BATCH] = unsafe { zeroed() };
-    // SAFETY: as above.
-    let mut iovs: [libc::iovec; MAX_BATCH] = unsafe { zeroed() };
-    // SAFETY: as above.
-    let mut names: [libc::sockaddr_storage; MAX_BATCH] = unsafe { zeroed() };
-    let mut ctrl = [[0u64; CMSG_ROOM / 8]; MAX_BATCH];
-    for (i, chunk) in buf.chunks_exact_mut(slot).take(n).enumerate() {
-        iovs[i] = libc::iovec { iov_base: chunk.as_mut_ptr().cast(), iov_len: slot };
-        let h = &mut hdrs[i].msg_hdr;
-        h.msg_iov = &mut iovs[i];
+    // Only the headers of the `n` slots are written; the names and control
+    // buffers are the kernel's to fill (it says how much it wrote), so a
+    // receive does not zero 21 KiB first.
+    let mut iovs = [const { MaybeUninit::<libc::iovec>::uninit() }; MAX_BATCH];
+    let mut names = [const { MaybeUninit::<libc::sockaddr_storage>::uninit() }; MAX_BATCH];
+    let mut ctrl = [const { MaybeUninit::<[u64; CMSG_ROOM / 8]>::uninit() }; MAX_BATCH];
+    for (iov, chunk) in iovs.iter_mut().zip(buf.chunks_exact_mut(slot).take(n)) {
+        iov.write(libc::iovec { iov_base: chunk.as_mut_ptr().cast(), iov_len: slot });
+    }
+    let (iov_base, name_base, ctrl_base) = (iovs.as_mut_ptr(), names.as_mut_ptr(), ctrl.as_mut_ptr());
+    let mut hdrs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; MAX_BATCH];
+    for (i, hdr) in hdrs.iter_mut().take(n).enumerate() {
+        // SAFETY: all-zero is a valid mmsghdr (plain old data).
+        let h = &mut hdr.write(unsafe { zeroed() }).msg_hdr;
+        h.msg_iov = iov_base.wrapping_add(i).cast();
         h.msg_iovlen = 1;
-        h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+        h.msg_name = name_base.wrapping_add(i).cast();
         h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        h.msg_control = ctrl[i].as_mut_ptr().cast();
+        h.msg_control = ctrl_base.wrapping_add(i).cast();
         h.msg_controllen = CMSG_ROOM;
     }
-    // SAFETY: `hdrs[..n]` point at live buffers (`buf` slots, `names`, `ctrl`)
-    // of the lengths they state; MSG_DONTWAIT keeps the call from blocking.
-    let rc = unsafe { libc::recvmmsg(fd, hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
+    // SAFETY: `hdrs[..n]` are initialised and point at live buffers (`buf`
+    // slots, `names`, `ctrl`) of the lengths they state; MSG_DONTWAIT keeps
+    // the call from blocking.
+    let rc =
+        unsafe { libc::recvmmsg(fd, hdrs.as_mut_ptr().cast(), n as u32, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         return match e.kind() {
@@ -209,19 +215,33 @@ pub fn recv_batch(fd: RawFd, buf: &mut [u8], slot: usize, metas: &mut [RxMeta]) 
     }
     let got = rc as usize;
     for i in 0..got {
-        let h = &hdrs[i].msg_hdr;
-        let len = hdrs[i].msg_len as usize;
+        // SAFETY: the kernel wrote the first `got` headers.
+        let hdr = unsafe { hdrs[i].assume_init_ref() };
+        let (h, len) = (&hdr.msg_hdr, hdr.msg_len as usize);
         let mut meta = RxMeta {
             len: len.min(slot),
             truncated: len > slot || h.msg_flags & libc::MSG_TRUNC != 0,
             ..RxMeta::default()
         };
-        if i32::from(names[i].ss_family) == libc::AF_PACKET {
+        // The name, as far as the kernel wrote it, in a zeroed storage.
+        // SAFETY: all-zero is a valid sockaddr_storage (plain old data).
+        let mut name: libc::sockaddr_storage = unsafe { zeroed() };
+        let written = (h.msg_namelen as usize).min(size_of::<libc::sockaddr_storage>());
+        // SAFETY: the kernel wrote `msg_namelen` bytes of `names[i]` (at most
+        // its size); `name` has room for them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                names[i].as_ptr().cast::<u8>(),
+                (&mut name as *mut libc::sockaddr_storage).cast::<u8>(),
+                written,
+            );
+        }
+        if i32::from(name.ss_family) == libc::AF_PACKET {
             // SAFETY: the family says the storage holds a sockaddr_ll.
-            let sll = unsafe { &*(&names[i] as *const libc::sockaddr_storage).cast::<libc::sockaddr_ll>() };
+            let sll = unsafe { &*(&name as *const libc::sockaddr_storage).cast::<libc::sockaddr_ll>() };
             meta.pkttype = Some(sll.sll_pkttype);
         } else {
-            meta.src = sockaddr_to(&names[i]);
+            meta.src = sockaddr_to(&name);
         }
         // SAFETY: the kernel filled `msg_control` with `msg_controllen` bytes of
         // well-formed control messages; CMSG_* walk them within those bounds.
