@@ -51,6 +51,8 @@ LAB_UROCE_MAC=02:00:00:00:00:03
 LAB_BOOT_TIMEOUT=${UROCE_LAB_BOOT_TIMEOUT:-120}
 LAB_GUEST_MEM=${UROCE_LAB_GUEST_MEM:-1024}
 LAB_MAX_GUESTS=${UROCE_LAB_MAX_GUESTS:-2} # this machine: 2 cores shared
+# Extra QEMU arguments for every guest (bench/guests profiles with -perfmap).
+[ -n "${LAB_QEMU_EXTRA+x}" ] || LAB_QEMU_EXTRA=()
 
 LAB_NS=${LAB_NS:-}     # set by lab_init; inherited by commands `lab exec` runs
 LAB_RUN=${LAB_RUN:-}
@@ -386,6 +388,7 @@ lab_boot_guest() { # K
     -nodefaults -display none -no-reboot \
     -kernel "$LAB_GUEST_DIR/vmlinuz" -initrd "$LAB_GUEST_DIR/initramfs.cpio.zst" \
     -append "console=ttyS0 panic=-1 loglevel=4 uroce_lab.ip=$(lab_guest_ip "$k")/$LAB_PREFIX uroce_lab.name=g$k" \
+    "${LAB_QEMU_EXTRA[@]}" \
     -serial "file:$d/console.log" \
     -chardev "pipe,id=ctl,path=$d/ctl" -serial chardev:ctl \
     -netdev "tap,id=n0,ifname=$(lab_guest_tap "$k"),script=no,downscript=no" \
