@@ -2,43 +2,10 @@
 //! rdma_cm, both ends in one process and as two processes, the header
 //! perftest prints for it, and the refusals perftest makes.
 
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use common::*;
 use std::time::{Duration, Instant};
-
-fn uroce() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_uroce"))
-}
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = uroce().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
-fn spawn(args: &[&str]) -> Child {
-    uroce().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
-}
-
-/// Waits for a child, killing it (by PID, ours) if it outlives `limit`.
-fn wait_bounded(mut child: Child, limit: Duration) -> (i32, String, String) {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out: Output = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 const LIMIT: Duration = Duration::from_secs(60);
 

@@ -6,38 +6,15 @@
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use common::*;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn uroce() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_uroce"))
-}
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out: Output = uroce().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 /// A TCP port free right now.
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Waits for a child, killing it (by PID, ours) if it outlives `limit`.
-fn wait_bounded(mut child: Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
 }
 
 /// Runs a pingpong over an impaired link, again (up to 3 runs) while it ends
@@ -119,7 +96,7 @@ fn two_processes_find_each_other() {
             }
             std::thread::sleep(Duration::from_millis(100));
         };
-        let server = wait_bounded(server, Duration::from_secs(30));
+        let server = wait_output(server, Duration::from_secs(30));
         assert_eq!(client.0, 0, "{sub} client: {}", client.2);
         assert!(server.status.success(), "{sub} server: {}", String::from_utf8_lossy(&server.stderr));
         let s = String::from_utf8_lossy(&server.stdout);

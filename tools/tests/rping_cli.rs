@@ -3,34 +3,11 @@
 //! a disconnect from the server's side, -q, and rping's argument errors.
 //! Each test has its own loopback addresses.
 
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use common::*;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-
-fn uroce() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_uroce"))
-}
-
-fn spawn(args: &[&str]) -> Child {
-    uroce().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
-}
-
-/// Waits for a child, killing it (by PID, ours) if it outlives `limit`.
-fn wait_bounded(mut child: Child, limit: Duration) -> (i32, String, String) {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out: Output = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 /// A server on `addr`, given a moment to listen.
 fn server(args: &[&str]) -> Child {

@@ -1,0 +1,45 @@
+//! What the CLI tests share: running the `uroce` binary, bounded in time.
+#![allow(dead_code)] // each test crate uses its own part
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn uroce() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_uroce"))
+}
+
+/// Exit code (-1 if killed), stdout, stderr.
+pub fn outcome(out: Output) -> (i32, String, String) {
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// Runs `uroce ARGS` to the end.
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    outcome(uroce().args(args).output().unwrap())
+}
+
+pub fn spawn(args: &[&str]) -> Child {
+    uroce().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// Waits for a child, killing it (by PID, ours) if it outlives `limit`.
+pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// [`wait_output`], as exit code, stdout, stderr.
+pub fn wait_bounded(child: Child, limit: Duration) -> (i32, String, String) {
+    outcome(wait_output(child, limit))
+}
