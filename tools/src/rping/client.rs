@@ -29,15 +29,7 @@ fn connect_and_ping(cb: &mut Cb, args: &RpingArgs, src: Option<SocketAddr>, dst:
     }
     cb.dbg("rdma_resolve_addr - rdma_resolve_route successful");
     let id = cb.cm_id.clone();
-    if let Err(e) = setup::setup(cb, &id, args.size as u32, args.self_qp) {
-        eprintln!("setup_qp failed: {e}");
-        return Err(Fatal::Fail);
-    }
-    if let Err(e) = cb.post_recv() {
-        eprintln!("ibv_post_recv failed: {e}");
-        return Err(Fatal::Fail);
-    }
-    cb.dbg("cq_thread started.");
+    setup::setup_and_post_recv(cb, &id, args)?;
     match connect(cb, args) {
         Ok(()) => {}
         Err(Fatal::Exit) => return Err(Fatal::Exit),

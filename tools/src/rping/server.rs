@@ -34,15 +34,7 @@ fn serve(cb: &mut Cb, args: &RpingArgs, bind: SocketAddr) -> Result<(), Fatal> {
         return Err(Fatal::Fail);
     }
     let child = cb.child.clone().expect("a connect request");
-    if let Err(e) = setup::setup(cb, &child, args.size as u32, args.self_qp) {
-        eprintln!("setup_qp failed: {e}");
-        return Err(Fatal::Fail);
-    }
-    if let Err(e) = cb.post_recv() {
-        eprintln!("ibv_post_recv failed: {e}");
-        return Err(Fatal::Fail);
-    }
-    cb.dbg("cq_thread started.");
+    setup::setup_and_post_recv(cb, &child, args)?;
     accept(cb, args, &child)?;
     let tested = test(cb, args);
     if tested == Err(Fatal::Fail) {

@@ -2,13 +2,28 @@
 //! a CQ of 32, an RC QP (16 sends, 2 receives, one SGE each), the 16-byte
 //! receive and send buffers and the ping buffer(s).
 
-use super::cb::{Cb, Res};
+use super::cb::{Cb, Fatal, Res};
 use super::ping::INFO_LEN;
 use uroce_verbs::cm::CmId;
 use uroce_verbs::*;
 
 /// `RPING_SQ_DEPTH`.
 const SQ_DEPTH: u32 = 16;
+
+/// What both ends do once they have their ID: the QP and buffers, the first
+/// receive, and rping's messages for each step (failures as rping prints them).
+pub fn setup_and_post_recv(cb: &mut Cb, id: &CmId, args: &super::RpingArgs) -> Result<(), Fatal> {
+    if let Err(e) = setup(cb, id, args.size as u32, args.self_qp) {
+        eprintln!("setup_qp failed: {e}");
+        return Err(Fatal::Fail);
+    }
+    if let Err(e) = cb.post_recv() {
+        eprintln!("ibv_post_recv failed: {e}");
+        return Err(Fatal::Fail);
+    }
+    cb.dbg("cq_thread started.");
+    Ok(())
+}
 
 pub fn setup(cb: &mut Cb, id: &CmId, size: u32, self_qp: bool) -> Result<(), String> {
     let ctx = id.context().ok_or("the ID has no device")?;

@@ -12,7 +12,6 @@ use uroce_transport::cm::ip::{CmaHdr, CMA_HDR_LEN};
 use uroce_transport::cm::msg::{PathRepr, ReqRepr, REJ_PRIVATE_DATA_LEN, REP_PRIVATE_DATA_LEN, REQ_PRIVATE_DATA_LEN};
 use uroce_transport::cm::timing::CMA_IBOE_PACKET_LIFETIME;
 use uroce_transport::cm::{AcceptParams, CmError, ConnectParams, RejReason};
-use uroce_transport::engine::AddressVector;
 
 /// Private data a connect may carry: the REQ's 92 bytes less the IP CM header.
 pub const CONNECT_PRIVATE_DATA_LEN: usize = REQ_PRIVATE_DATA_LEN - CMA_HDR_LEN;
@@ -239,14 +238,7 @@ impl CmId {
 pub(crate) fn passive_conn(st: &IdState, req: &ReqRepr, rr: u8, depth: u8) -> ConnInfo {
     let route = st.route.expect("a request's ID has its route");
     ConnInfo {
-        av: AddressVector {
-            dgid: route.dgid,
-            sgid_index: route.sgid_index,
-            flow_label: route.flow_label,
-            hop_limit: route.hop_limit,
-            traffic_class: route.traffic_class,
-            port_num: 1,
-        },
+        av: route.address_vector(),
         path_mtu: route.path_mtu,
         dest_qpn: req.local_qpn,
         rq_psn: st.seq_num,

@@ -17,7 +17,7 @@ use uroce_transport::cm::ip::{parse_service_id, CmaHdr, CMA_HDR_LEN};
 use uroce_transport::cm::msg::{RejRepr, RepRepr, ReqRepr, TRANSPORT_RC};
 use uroce_transport::cm::timing::{ack_timeout, CMA_CM_MRA_SERVICE_TIMEOUT, CMA_IBOE_PACKET_LIFETIME};
 use uroce_transport::cm::{CmEvent as IbEvent, CommId, RejReason};
-use uroce_transport::engine::{AddressVector, Gid};
+use uroce_transport::engine::Gid;
 
 /// IDs whose events were queued: released after the agent's lock, so that
 /// a last reference never destroys an ID inside it.
@@ -167,14 +167,7 @@ fn on_rep(agent: &Agent, st: &mut AgentState, id: &CmId, comm: CommId, rep: &Rep
         let mut s = id.state();
         let route = s.route.expect("a connecting ID has its route");
         let conn = ConnInfo {
-            av: AddressVector {
-                dgid: route.dgid,
-                sgid_index: route.sgid_index,
-                flow_label: route.flow_label,
-                hop_limit: route.hop_limit,
-                traffic_class: route.traffic_class,
-                port_num: 1,
-            },
+            av: route.address_vector(),
             path_mtu: route.path_mtu,
             dest_qpn: rep.local_qpn,
             rq_psn: s.seq_num,

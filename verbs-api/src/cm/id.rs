@@ -41,6 +41,20 @@ pub(crate) struct Route {
     pub traffic_class: u8,
 }
 
+impl Route {
+    /// The address vector of a QP on this path.
+    pub fn address_vector(&self) -> uroce_transport::engine::AddressVector {
+        uroce_transport::engine::AddressVector {
+            dgid: self.dgid,
+            sgid_index: self.sgid_index,
+            flow_label: self.flow_label,
+            hop_limit: self.hop_limit,
+            traffic_class: self.traffic_class,
+            port_num: 1,
+        }
+    }
+}
+
 pub(crate) struct IdState {
     pub cma: CmaState,
     pub src: Option<SocketAddr>,
