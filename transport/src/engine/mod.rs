@@ -135,6 +135,9 @@ pub struct Transmit {
     pub src_port: u16,
     /// The QP that sent it.
     pub qpn: u32,
+    /// An ACK or NAK alone (no data, no atomic result): its sender may hold
+    /// it briefly to send it with the next packet.
+    pub ack_only: bool,
 }
 
 /// Why a command was refused. Failures of a posted WR are completions instead.

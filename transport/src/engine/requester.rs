@@ -225,7 +225,7 @@ fn send_packet(qp: &mut Qp, sh: &mut Shared, now: Instant, buf: &mut [u8], mtu: 
         Some(ud) if qp.qp_type() == QpType::Ud => ud.dgid,
         _ => qp.attr.ah_attr.dgid,
     };
-    let tx = Transmit { len, dest_gid, src_port: qp.sport, qpn: qp.qpn };
+    let tx = Transmit { len, dest_gid, src_port: qp.sport, qpn: qp.qpn, ack_only: false };
     if ends_wqe {
         qp.req.next += 1;
         if qp.qp_type() != QpType::Rc {

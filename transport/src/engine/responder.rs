@@ -174,6 +174,7 @@ pub(crate) fn poll_response(qp: &mut Qp, sh: &mut Shared, buf: &mut [u8]) -> Opt
         return None;
     }
     let resp = *qp.resp.responses.front()?;
+    let ack_only = matches!(resp, Response::Ack { .. });
     let len = match resp {
         Response::Ack { psn, msn, syndrome } => {
             qp.resp.responses.pop_front();
@@ -191,7 +192,7 @@ pub(crate) fn poll_response(qp: &mut Qp, sh: &mut Shared, buf: &mut [u8]) -> Opt
         }
         Response::Read { res, start, next } => emit_read_response(qp, sh, buf, res, start, next),
     };
-    Some(Transmit { len, dest_gid: qp.attr.ah_attr.dgid, src_port: qp.sport, qpn: qp.qpn })
+    Some(Transmit { len, dest_gid: qp.attr.ah_attr.dgid, src_port: qp.sport, qpn: qp.qpn, ack_only })
 }
 
 fn emit_ack(qp: &Qp, buf: &mut [u8], op: Opcode, psn: Psn, aeth: AethRepr, atomic: Option<AtomicAckEthRepr>) -> usize {

@@ -9,8 +9,6 @@ use uroce_transport::engine::{Instant, Transmit, MAX_PACKET_LEN};
 
 /// Packets moved per batch between engine and link.
 pub(super) const BATCH: usize = 32;
-/// The BTH opcode of an RC ACKNOWLEDGE: a packet that only acknowledges.
-const RC_ACKNOWLEDGE: u8 = 0x11;
 
 /// Reusable transmit buffers, so the data path allocates nothing per packet.
 pub(crate) struct TxBatch {
@@ -27,7 +25,7 @@ impl TxBatch {
 
     /// Whether every packet in the batch is an ACK alone.
     fn only_acks(&self) -> bool {
-        self.meta.iter().zip(&self.bufs).all(|(_, buf)| buf[0] == RC_ACKNOWLEDGE)
+        self.meta.iter().all(|t| t.ack_only)
     }
 }
 
