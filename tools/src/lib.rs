@@ -3,6 +3,7 @@
 pub mod common;
 pub mod devinfo;
 pub mod dump;
+pub mod loopback;
 pub mod perf;
 pub mod pingpong;
 pub mod rping;

@@ -2,13 +2,12 @@
 //! captures, errors for bad input, and live capture inside a network namespace
 //! the test creates (root only; it says why when it skips).
 
+mod common;
+
+use common::uroce;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn uroce() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_uroce"))
-}
 
 fn capture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/captures").join(name)
@@ -142,7 +141,7 @@ while off + 16 <= len(data):
 
 #[test]
 fn live_capture_in_a_namespace() {
-    if is_root().is_none() {
+    if !common::is_root() {
         println!("SKIP: live capture needs root (CAP_NET_RAW, CAP_NET_ADMIN for a namespace); CI runs it as root");
         return;
     }
@@ -180,11 +179,4 @@ fn live_capture_in_a_namespace() {
     let last = stdout.lines().last().unwrap_or_default();
     assert!(last.contains("5 RoCEv2, 4 ICRC ok, 1 ICRC bad"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "--check must fail on the corrupted frame");
-}
-
-/// `Some(())` when running as root (read from /proc, no unsafe needed).
-fn is_root() -> Option<()> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let uid = status.lines().find(|l| l.starts_with("Uid:"))?.split_whitespace().nth(1)?.to_string();
-    (uid == "0").then_some(())
 }

@@ -11,15 +11,11 @@
 //! client's IP (from the GID in the message) and answers only if that takes
 //! less than 1 s. Root only (network namespaces, AF_PACKET); SKIP otherwise.
 
+mod common;
+
+use common::is_root;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
-        .unwrap_or(false)
-}
 
 fn have(tool: &str) -> bool {
     Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()

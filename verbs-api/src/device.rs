@@ -4,7 +4,7 @@
 use crate::context::{Context, OpenOptions};
 use crate::error::Error;
 use uroce_stack::link::{spec, Capture, Impair, LinkInfo};
-use uroce_transport::engine::{Mtu, MAX_RD_ATOMIC};
+use uroce_transport::engine::{Mtu, MAX_MSG_SZ, MAX_RD_ATOMIC};
 
 /// A device that can be opened: a link named by its spec, e.g. `udp:127.0.0.1`,
 /// `packet:eth0`, `tap:uroce0,ip=10.0.0.1/24`.
@@ -163,6 +163,8 @@ pub struct PortAttr {
     pub active_mtu: Mtu,
     /// Entries in the GID table.
     pub gid_tbl_len: u32,
+    /// The longest message a work request may carry: 2^31 bytes.
+    pub max_msg_sz: u32,
     /// 0 on RoCE.
     pub lid: u16,
     /// 0 on RoCE.
@@ -178,6 +180,7 @@ impl PortAttr {
             max_mtu: Mtu::Mtu4096,
             active_mtu: engine_mtu(info.path_mtu.bytes()),
             gid_tbl_len: info.gids.len() as u32,
+            max_msg_sz: MAX_MSG_SZ,
             lid: 0,
             sm_lid: 0,
             link_layer: "Ethernet",

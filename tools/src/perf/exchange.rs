@@ -273,11 +273,11 @@ impl Comm {
     }
 
     fn failed(&self, doing: &str, what: &str, e: std::io::Error) -> String {
-        let why = match e.kind() {
-            ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => {
-                "the peer closed the connection (its output says why)".to_string()
-            }
-            _ => e.to_string(),
+        let why = if crate::loopback::is_peer_gone(&e) {
+            crate::loopback::note_peer_gone();
+            "the peer closed the connection (its output says why)".to_string()
+        } else {
+            e.to_string()
         };
         format!("the TCP exchange with {} failed {doing} {what}: {why}", self.peer)
     }

@@ -22,6 +22,7 @@ pub use flags::PerftestFlags;
 pub use params::TestName;
 
 use crate::common::CommonArgs;
+use crate::loopback::{self, LoopbackArgs};
 use clap::Args;
 use params::{Params, Tst};
 use report::Out;
@@ -39,9 +40,8 @@ pub struct PerfArgs {
     pub test: TestName,
     /// The server to connect to; without it, this end is the server and waits for a client
     pub host: Option<String>,
-    /// Run the server too, in this process, on the next loopback address, and print the client's output
-    #[arg(long)]
-    pub loopback: bool,
+    #[command(flatten)]
+    pub loopback: LoopbackArgs,
     /// How uroce moves packets: manual (the test's own thread, as perftest polls a NIC; the default),
     /// busy-poll (a progress thread that never sleeps) or blocking (a progress thread that sleeps on
     /// the link; the default with -e)
@@ -65,7 +65,7 @@ pub fn run(args: &PerfArgs) -> ExitCode {
 }
 
 fn run_args(args: &PerfArgs) -> Result<(), String> {
-    if args.loopback {
+    if args.loopback.loopback {
         return run_loopback(args);
     }
     let p = Params::resolve(args.test, args.host.clone(), &args.flags)?;
@@ -118,8 +118,9 @@ fn run_end(p: Params, ctx: &Context, conn: Connector, out: Out) -> Result<(), St
     result
 }
 
-/// `--loopback`: the server on a thread with its own device (the next
-/// loopback address) and an ephemeral TCP port, the client here.
+/// `--loopback` ([`loopback`]): the client here on `-d`, the server on a
+/// thread on `--server-dev` (or the next address), with an ephemeral TCP port;
+/// the client's output is printed.
 fn run_loopback(args: &PerfArgs) -> Result<(), String> {
     if let Some(host) = &args.host {
         return Err(format!("--loopback runs both ends here: give no host (not {host})"));
@@ -127,8 +128,8 @@ fn run_loopback(args: &PerfArgs) -> Result<(), String> {
     let mut server_p = Params::resolve(args.test, None, &args.flags)?;
     // The client's report is the one printed and saved.
     server_p.out_json = None;
-    let client_ctx = args.common.open(progress(args)?, Some("client"))?;
-    let server_ctx = server_common(&args.common)?.open(progress(args)?, Some("server"))?;
+    let (client_common, server_common) = loopback::ends(&args.common, &args.loopback)?;
+    let (client_ctx, server_ctx) = loopback::open_both(&client_common, &server_common, progress(args)?)?;
     let (server_conn, host, client_conn) = if server_p.comm_rdma_cm {
         rdma_cm::loopback_connectors(&server_ctx, server_p.port())?
     } else {
@@ -138,59 +139,25 @@ fn run_loopback(args: &PerfArgs) -> Result<(), String> {
         let host = "127.0.0.1".to_string();
         (Connector::Listen(listener), host.clone(), Connector::Connect { host, port })
     };
-    let server = {
-        let ctx = server_ctx.clone();
-        std::thread::spawn(move || run_end(server_p, &ctx, server_conn, Out::sink()))
-    };
     let client_p = Params::resolve(args.test, Some(host), &args.flags)?;
-    let client = run_end(client_p, &client_ctx, client_conn, Out::stdout());
-    if let Err(e) = client {
-        // A server that failed first is the cause; one still waiting ends with the process.
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        if server.is_finished() {
-            if let Ok(Err(why)) = server.join() {
-                eprintln!("uroce perf: server: {why}");
-            }
-        }
-        return Err(e);
-    }
-    let served = server.join().map_err(|_| "the server thread panicked".to_string())?;
-    args.common.print_stats(" (client)", &client_ctx);
-    args.common.print_stats(" (server)", &server_ctx);
-    served.map_err(|e| format!("server: {e}"))
-}
-
-/// The server's device flags in --loopback: the next address after the
-/// client's udp device (or the first free loopback address), and a seed of
-/// its own (or its QPNs and PSNs would be the client's). Impairments act on
-/// what each end transmits, so every packet meets them once.
-fn server_common(common: &CommonArgs) -> Result<CommonArgs, String> {
-    let seed = common.seed.map(|s| s.wrapping_add(1));
-    let mut c = CommonArgs { seed, ..common.clone() };
-    if let Some(dev) = &common.device {
-        c.device = Some(next_udp(dev)?);
-    }
-    Ok(c)
-}
-
-/// `udp:A.B.C.D[,opts]` -> `udp:A.B.C.(D+1)[,opts]`.
-fn next_udp(dev: &str) -> Result<String, String> {
-    let bad = || format!("--loopback needs a udp:IPv4 device (or none) for the client, not {dev}");
-    let rest = dev.strip_prefix("udp:").ok_or_else(bad)?;
-    let (ip, opts) = rest.split_once(',').map_or((rest, None), |(a, o)| (a, Some(o)));
-    let ip: std::net::Ipv4Addr = ip.parse().map_err(|_| bad())?;
-    let o = ip.octets();
-    let last = o[3].checked_add(1).filter(|&l| l < 255).ok_or_else(bad)?;
-    let next = std::net::Ipv4Addr::new(o[0], o[1], o[2], last);
-    Ok(match opts {
-        Some(o) => format!("udp:{next},{o}"),
-        None => format!("udp:{next}"),
-    })
+    // What depends on the devices, checked for both before either end starts.
+    session::choose_gid(&client_ctx, &client_p)?;
+    session::choose_gid(&server_ctx, &server_p).map_err(|e| format!("server: {e}"))?;
+    let (mtu, _) = client_p.set_mtu(client_ctx.query_port().active_mtu);
+    session::check_ud_size(&client_p, u64::from(mtu.bytes()))?;
+    let (sc, cc) = (server_ctx.clone(), client_ctx.clone());
+    let result = loopback::run_pair(
+        move || run_end(server_p, &sc, server_conn, Out::sink()),
+        move || run_end(client_p, &cc, client_conn, Out::stdout()),
+    );
+    client_common.print_stats(" (client)", &client_ctx);
+    server_common.print_stats(" (server)", &server_ctx);
+    result
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{next_udp, progress, PerfArgs};
+    use super::{progress, PerfArgs};
     use clap::Parser;
     use uroce_verbs::Progress;
 
@@ -215,13 +182,5 @@ mod tests {
         assert_eq!(mode(&["send_bw", "-e", "--progress", "busy-poll"]), Ok(Progress::BusyPoll));
         assert!(mode(&["send_bw", "-e", "--progress", "manual"]).unwrap_err().contains("-e"));
         assert!(mode(&["write_bw", "--progress", "fast"]).is_err());
-    }
-
-    #[test]
-    fn the_loopback_server_takes_the_next_address() {
-        assert_eq!(next_udp("udp:127.0.9.1").unwrap(), "udp:127.0.9.2");
-        assert_eq!(next_udp("udp:127.0.9.1,mtu=1024").unwrap(), "udp:127.0.9.2,mtu=1024");
-        assert!(next_udp("packet:eth0").is_err());
-        assert!(next_udp("udp:127.0.0.254").is_err());
     }
 }

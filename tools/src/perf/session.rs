@@ -59,7 +59,7 @@ pub fn blank_wc() -> WorkCompletion {
 }
 
 /// `set_up_connection`'s GID: `-x`, or the first IPv4 one (`get_best_gid_index`).
-fn choose_gid(ctx: &Context, p: &Params) -> Result<(u8, Gid), String> {
+pub fn choose_gid(ctx: &Context, p: &Params) -> Result<(u8, Gid), String> {
     let len = ctx.query_port().gid_tbl_len as usize;
     if let Some(x) = p.gid_index {
         let gid = ctx.query_gid(x.into()).map_err(|_| {
@@ -143,9 +143,15 @@ fn ud_size(p: &mut Params, mtu: u64, out: &mut Out) -> Result<(), String> {
     if p.conn != Conn::Ud || p.size <= mtu {
         return Ok(());
     }
-    if p.run_all || !p.req_size {
-        out.warn(&format!(" Max msg size in UD is MTU {mtu}\n Changing to this MTU\n"));
-        p.size = mtu;
+    check_ud_size(p, mtu)?;
+    out.warn(&format!(" Max msg size in UD is MTU {mtu}\n Changing to this MTU\n"));
+    p.size = mtu;
+    Ok(())
+}
+
+/// A UD message asked for with -s must fit in one packet of `mtu` bytes.
+pub fn check_ud_size(p: &Params, mtu: u64) -> Result<(), String> {
+    if p.conn != Conn::Ud || p.size <= mtu || p.run_all || !p.req_size {
         return Ok(());
     }
     Err(format!("Max message size in UD cannot be greater than MTU ({mtu}): give -s {mtu} or less"))
@@ -291,6 +297,7 @@ impl Watch {
         if self.tcp && now - self.checked >= PEER_CHECK {
             self.checked = now;
             if comm.peer_closed() {
+                crate::loopback::note_peer_gone();
                 return Err(
                     "the peer closed the TCP connection during the test: it failed (its output says why)".into()
                 );

@@ -4,6 +4,7 @@
 //! client sends first, the server answers after connecting its QP, and the
 //! client closes with `"done"`.
 
+use crate::loopback::{exchange_error, is_peer_gone, note_peer_gone};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -88,7 +89,14 @@ fn read_exact_driving(s: &mut TcpStream, buf: &mut [u8], drive: &mut dyn FnMut()
 pub fn client(host: &str, port: u16, mine: &Dest, drive: &mut dyn FnMut()) -> Result<(Dest, IpAddr), String> {
     let cant = || format!("Couldn't connect to {host}:{port}: is the server running (start it first, with no HOST)?");
     let addrs = (host, port).to_socket_addrs().map_err(|e| format!("{host}: {e}"))?;
-    let mut stream = addrs.into_iter().find_map(|a| TcpStream::connect(a).ok()).ok_or_else(cant)?;
+    let mut last = io::Error::from(io::ErrorKind::ConnectionRefused);
+    let mut stream =
+        addrs.into_iter().find_map(|a| TcpStream::connect(a).map_err(|e| last = e).ok()).ok_or_else(|| {
+            if is_peer_gone(&last) {
+                note_peer_gone();
+            }
+            cant()
+        })?;
     let peer_ip = stream.peer_addr().map_err(|e| e.to_string())?.ip();
     let mut exchange = |s: &mut TcpStream| -> io::Result<[u8; MSG_LEN]> {
         s.write_all(&mine.encode())?;
@@ -97,7 +105,7 @@ pub fn client(host: &str, port: u16, mine: &Dest, drive: &mut dyn FnMut()) -> Re
         s.write_all(b"done\0")?;
         Ok(theirs)
     };
-    let theirs = exchange(&mut stream).map_err(|e| format!("Couldn't read/write remote address: {e}"))?;
+    let theirs = exchange(&mut stream).map_err(|e| exchange_error("Couldn't read/write remote address", &e))?;
     Ok((Dest::decode(&theirs)?, peer_ip))
 }
 
@@ -126,10 +134,10 @@ impl Server {
         connect: impl FnOnce(&Dest, IpAddr) -> Result<(), String>,
     ) -> Result<(Dest, IpAddr), String> {
         let (mut s, peer) = self.listener.accept().map_err(|e| format!("accept() failed: {e}"))?;
-        let theirs = read_msg(&mut s).map_err(|e| format!("Couldn't read remote address: {e}"))?;
+        let theirs = read_msg(&mut s).map_err(|e| exchange_error("Couldn't read remote address", &e))?;
         let theirs = Dest::decode(&theirs)?;
         connect(&theirs, peer.ip())?;
-        s.write_all(&mine.encode()).map_err(|e| format!("Couldn't send local address: {e}"))?;
+        s.write_all(&mine.encode()).map_err(|e| exchange_error("Couldn't send local address", &e))?;
         // "done" (5 bytes); older tools send nothing more before closing.
         let mut done = [0u8; MSG_LEN];
         let _ = s.read(&mut done);

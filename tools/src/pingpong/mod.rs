@@ -6,11 +6,12 @@ mod exchange;
 mod session;
 
 use crate::common::CommonArgs;
+use crate::loopback::{self, LoopbackArgs};
 use clap::Args;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The flags ibv_rc_pingpong and ibv_ud_pingpong share.
 #[derive(Args, Debug, Clone)]
@@ -41,9 +42,8 @@ pub struct SharedArgs {
     /// Validate every received buffer
     #[arg(short = 'c', long = "chk")]
     pub check: bool,
-    /// Run both ends in this process over loopback
-    #[arg(long)]
-    pub loopback: bool,
+    #[command(flatten)]
+    pub loopback: LoopbackArgs,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -85,6 +85,7 @@ pub(crate) struct Params {
     pub events: bool,
     pub gid_idx: Option<usize>,
     pub check: bool,
+    pub sl: u8,
 }
 
 impl SharedArgs {
@@ -101,6 +102,7 @@ impl SharedArgs {
             events: self.events,
             gid_idx: self.gid_idx,
             check: self.check,
+            sl: self.sl,
         }
     }
 }
@@ -108,22 +110,18 @@ impl SharedArgs {
 /// `uroce pingpong`.
 pub fn run_rc(args: &RcArgs) -> ExitCode {
     let s = &args.shared;
-    run(s.params(false, args.size, args.mtu), &s.common, s.loopback)
+    run(s.params(false, args.size, args.mtu), &s.common, &s.loopback)
 }
 
 /// `uroce ud_pingpong` (no path MTU flag: a UD message fits one packet).
 pub fn run_ud(args: &UdArgs) -> ExitCode {
     let s = &args.shared;
-    run(s.params(true, args.size, 0), &s.common, s.loopback)
+    run(s.params(true, args.size, 0), &s.common, &s.loopback)
 }
 
-fn run(p: Params, common: &CommonArgs, loopback: bool) -> ExitCode {
+fn run(p: Params, common: &CommonArgs, lb: &LoopbackArgs) -> ExitCode {
     common.init_logging();
-    let result = if loopback {
-        run_loopback(p, common)
-    } else {
-        session::run(&p, common, None, None, &mut std::io::stdout()).map(|side| session::linger(side, common))
-    };
+    let result = if lb.loopback { run_loopback(p, common, lb) } else { run_one(&p, common) };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -133,44 +131,57 @@ fn run(p: Params, common: &CommonArgs, loopback: bool) -> ExitCode {
     }
 }
 
-/// Both ends in one process: the server on a thread with its own device (the
-/// next free loopback address) and an ephemeral TCP port; its lines are
-/// printed after the client's, prefixed `server:`.
-fn run_loopback(p: Params, common: &CommonArgs) -> Result<(), String> {
+/// One end, as the C tools run.
+fn run_one(p: &Params, common: &CommonArgs) -> Result<(), String> {
+    if p.port == 0 {
+        return Err("-p 0: give the TCP port both ends use, 1 to 65535 (default 18515)".into());
+    }
+    let ctx = common.open(session::progress(p), None)?;
+    session::check_params(p, &ctx)?;
+    let side = session::run(p, common, ctx, None, &mut std::io::stdout())?;
+    session::linger(side, common);
+    Ok(())
+}
+
+/// Both ends in one process ([`loopback`]): the client on `-d`, the server on
+/// `--server-dev` (or the next address) with an ephemeral TCP port; the
+/// server's lines are printed after the client's, prefixed `server:`.
+fn run_loopback(p: Params, common: &CommonArgs, lb: &LoopbackArgs) -> Result<(), String> {
     if p.host.is_some() {
         return Err("--loopback runs both ends here: give no HOST".into());
     }
+    let (client_common, server_common) = loopback::ends(common, lb)?;
+    let (client_ctx, server_ctx) = loopback::open_both(&client_common, &server_common, session::progress(&p))?;
+    session::check_params(&p, &client_ctx)?;
+    session::check_params(&p, &server_ctx).map_err(|e| format!("server: {e}"))?;
     let server = exchange::Server::bind(0)?;
     let port = server.port();
-    // Distinct seeds, so the two ends do not pick the same QPN and PSN.
-    let scommon = CommonArgs { seed: common.seed.map(|s| s ^ 0x5e77e7), ..common.clone() };
-    let sp = p.clone();
     // Each end keeps answering until the other is done too: it may still owe
     // the other the ACK of its last message.
     let done = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
-    let server_done = done.clone();
-    let server_thread = std::thread::spawn(move || {
+    let server_lines = Arc::new(Mutex::new(Vec::new()));
+    let (server_done, lines, sp) = (done.clone(), server_lines.clone(), p.clone());
+    let serve = move || {
         let mut out = Vec::new();
-        let r = session::run(&sp, &scommon, Some(server), Some("server"), &mut out);
+        let r = session::run(&sp, &server_common, server_ctx, Some(server), &mut out);
+        *lines.lock().unwrap_or_else(|e| e.into_inner()) = out;
         server_done[0].store(true, Ordering::Release);
-        if let Ok(side) = &r {
-            session::serve_until(side, || server_done[1].load(Ordering::Acquire));
-        }
-        (r.map(drop), out)
-    });
+        let side = r?;
+        session::serve_until(&side, || server_done[1].load(Ordering::Acquire));
+        Ok(())
+    };
     let client = Params { host: Some("127.0.0.1".into()), port, ..p };
-    // The client takes the next free loopback address, whatever -d says.
-    let client_common = CommonArgs { device: None, ..common.clone() };
-    let r = session::run(&client, &client_common, None, Some("client"), &mut std::io::stdout());
-    done[1].store(true, Ordering::Release);
-    if let Ok(side) = &r {
-        session::serve_until(side, || done[0].load(Ordering::Acquire));
-    }
-    let (sr, sout) = server_thread.join().map_err(|_| "the server thread panicked".to_string())?;
-    let r = r.map(drop);
+    let run_client = move || {
+        let r = session::run(&client, &client_common, client_ctx, None, &mut std::io::stdout());
+        done[1].store(true, Ordering::Release);
+        let side = r?;
+        session::serve_until(&side, || done[0].load(Ordering::Acquire));
+        Ok(())
+    };
+    let result = loopback::run_pair(serve, run_client);
     let mut stdout = std::io::stdout().lock();
-    for line in String::from_utf8_lossy(&sout).lines() {
+    for line in String::from_utf8_lossy(&server_lines.lock().unwrap_or_else(|e| e.into_inner())).lines() {
         let _ = writeln!(stdout, "server: {line}");
     }
-    r.and(sr.map_err(|e| format!("server: {e}")))
+    result
 }

@@ -29,22 +29,29 @@ pub(crate) struct Side {
     remote_qpn: u32,
 }
 
-/// Runs one end; `server` is a listener already bound (for `--loopback`).
+/// How an end moves its packets. Polling, the application thread drives the
+/// engine itself, as a NIC's poller would: one busy thread an end, so two ends
+/// fit on two cores. With -e it sleeps on events and a progress thread moves
+/// the packets.
+pub(crate) fn progress(p: &Params) -> Progress {
+    if p.events {
+        Progress::Blocking
+    } else {
+        Progress::Manual
+    }
+}
+
+/// Runs one end on `ctx` (opened with [`progress`], checked with
+/// [`check_params`]); `server` is a listener already bound (for `--loopback`).
 pub(crate) fn run(
     p: &Params,
     common: &CommonArgs,
+    ctx: Context,
     server: Option<Server>,
-    pcap_suffix: Option<&str>,
     out: &mut dyn Write,
 ) -> Result<Side, String> {
-    // Polling, the application thread drives the engine itself, as a NIC's
-    // poller would: one busy thread an end, so two ends fit on two cores. With
-    // -e it sleeps on events and a progress thread moves the packets.
-    let progress = if p.events { Progress::Blocking } else { Progress::Manual };
-    let ctx = common.open(progress, pcap_suffix)?;
-    check_params(p, &ctx)?;
     let mut side = setup(p, ctx)?;
-    let gid = side.ctx.query_gid(p.gid_idx.unwrap_or(1)).map_err(|e| format!("{e} (give -g 0 or -g 1)"))?;
+    let gid = side.ctx.query_gid(p.gid_idx.unwrap_or(1)).map_err(|e| e.to_string())?;
     let mine = Dest { lid: 0, qpn: side.qp.qp_num(), psn: side.qp.initial_psn(), gid };
     let sep = if p.ud { ':' } else { ',' };
     let _ = writeln!(
@@ -117,11 +124,20 @@ pub(crate) fn serve_until(side: &Side, done: impl Fn() -> bool) {
     }
 }
 
-fn check_params(p: &Params, ctx: &Context) -> Result<(), String> {
+/// Refuses, before anything runs, what this device cannot do.
+pub(crate) fn check_params(p: &Params, ctx: &Context) -> Result<(), String> {
     if p.ib_port != 1 {
         return Err(format!("IB port {} does not exist: uroce devices have one port (give -i 1)", p.ib_port));
     }
-    let active = ctx.query_port().active_mtu.bytes();
+    let port = ctx.query_port();
+    let active = port.active_mtu.bytes();
+    if u64::from(p.size) > u64::from(port.max_msg_sz) {
+        let max = port.max_msg_sz;
+        return Err(format!(
+            "-s {}: larger than the device's largest message (max_msg_sz {max} bytes): give -s {max} or less",
+            p.size
+        ));
+    }
     if p.ud && p.size > active {
         return Err(format!("Requested size larger than port MTU ({active}): give -s {active} or less"));
     }
@@ -133,6 +149,26 @@ fn check_params(p: &Params, ctx: &Context) -> Result<(), String> {
     }
     if p.rx_depth == 0 || p.iters == 0 {
         return Err("-r and -n must be at least 1".into());
+    }
+    let dev = ctx.query_device();
+    // The CQ holds every receive and the one send.
+    let max_rx = dev.max_qp_wr.min(dev.max_cqe - 1);
+    if p.rx_depth > max_rx {
+        return Err(format!(
+            "-r {}: the device's queues hold at most {max_rx} receives: give -r {max_rx} or less",
+            p.rx_depth
+        ));
+    }
+    if p.sl > 15 {
+        return Err(format!("-l {}: a service level is 0 to 15", p.sl));
+    }
+    let gid_idx = p.gid_idx.unwrap_or(1);
+    if ctx.query_gid(gid_idx).is_err() {
+        let len = port.gid_tbl_len;
+        return Err(format!(
+            "-g {gid_idx}: {} has no GID index {gid_idx} (it has {len}: 0 the IPv6 link-local GID, 1 the IPv4 one): give -g 1, or -g 0",
+            ctx.link_info().name
+        ));
     }
     Ok(())
 }

@@ -105,6 +105,10 @@ pub fn run(args: &RpingArgs) -> ExitCode {
         eprintln!("Invalid count {}", args.count);
         return ExitCode::from(EINVAL);
     }
+    if let Err(e) = check_uroce_flags(args) {
+        eprintln!("uroce rping: {e}");
+        return ExitCode::from(EINVAL);
+    }
     match run_args(args, &common) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -112,6 +116,28 @@ pub fn run(args: &RpingArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// What rping itself accepts but cannot work: both ends at once, a client
+/// of port 0, CM timing the REQ's fields cannot carry.
+fn check_uroce_flags(args: &RpingArgs) -> Result<(), String> {
+    if args.server && args.client {
+        return Err("-s and -c: give one (-s waits for a client, -c connects to -a)".into());
+    }
+    if args.client && args.port == 0 {
+        return Err("-p 0: give the port the server listens on (rping's default is 7174)".into());
+    }
+    // The REQ's Remote CM Response Timeout is 5 bits, Max CM Retries 4.
+    if args.cm_timeout > 31 {
+        return Err(format!("--cm-timeout {}: give 0 to 31 (4.096 us x 2^N; the kernel's is 20)", args.cm_timeout));
+    }
+    if args.cm_retries > 15 {
+        return Err(format!(
+            "--cm-retries {}: give 0 to 15 (the REQ carries 4 bits; the kernel's is 15)",
+            args.cm_retries
+        ));
+    }
+    Ok(())
 }
 
 /// rping's usage text.

@@ -70,6 +70,10 @@ pub const MAX_PACKET_LEN: usize = 12 + 28 + 16 + 8 + 4096 + 4;
 /// The 40 bytes in front of the data of every UD receive.
 pub const GRH_LEN: usize = 40;
 
+/// The longest message, 2^31 bytes (IBTA 9.4.4; the port's `max_msg_sz`; a
+/// responder refuses RETH lengths above it, as rxe does).
+pub const MAX_MSG_SZ: u32 = 1 << 31;
+
 /// The default [`EngineConfig::max_inflight_psns`]: 4 MiB of 4 KiB packets.
 pub const DEFAULT_MAX_INFLIGHT_PSNS: u32 = 1024;
 

@@ -144,6 +144,7 @@ impl CmComm {
                 return Ok(wc[0]);
             }
             if self.peer_closed() {
+                crate::loopback::note_peer_gone();
                 return Err(format!("the peer disconnected the rdma_cm exchange {what} (its output says why)"));
             }
             if since.elapsed() > WAIT {

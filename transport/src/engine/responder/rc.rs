@@ -5,12 +5,9 @@ use super::{check_rkey, InMessage, Resource, ResourceKind, Response};
 use crate::engine::qp::Qp;
 use crate::engine::status::WcStatus;
 use crate::engine::verbs::{AccessFlags, WcFlags, WcOpcode, WorkCompletion};
-use crate::engine::{Counter, Event, Shared};
+use crate::engine::{Counter, Event, Shared, MAX_MSG_SZ as MAX_MSG};
 use crate::wire::{AethSyndrome, NakCode, Opcode, Position, RethRepr, RoceRepr};
 use crate::Psn;
-
-/// The longest message, 2^31 bytes (IBTA 9.4.4; rxe checks RETH lengths so).
-const MAX_MSG: u32 = 1 << 31;
 
 /// What a request opcode asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
