@@ -329,3 +329,52 @@ fn unresolved_neighbour_gives_up_and_counts() {
     assert_eq!(s.tx_packets, 0);
     assert!(a.neighbours().is_empty(), "failed entries are forgotten");
 }
+
+/// Whether the kernel in namespace `i` still holds `dev`'s IPv6 link-local
+/// address as tentative (duplicate address detection not done).
+fn link_local_tentative(ns: &Netns, i: usize, dev: &str) -> bool {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.names[i], "ip", "-6", "addr", "show", "dev", dev, "scope", "link"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.contains("fe80::") && text.contains("tentative")
+}
+
+/// Issue 12's failing pair: GID 0 (the link-local address, from the
+/// interface's MAC) across a bridge, right after the interfaces came up. The
+/// kernel holds those addresses but does not answer for them while they are
+/// tentative, which lasts longer than an RC requester waits; uroce answers the
+/// solicitations itself. Duplicate address detection is stretched here (30
+/// probes, a second apart: the neighbour retransmit time) so that the whole
+/// exchange happens while it runs.
+#[test]
+fn link_local_gids_resolve_while_the_kernel_still_checks_for_duplicates() {
+    if skip_unless_root_with_ip("link_local_gids_resolve_while_the_kernel_still_checks_for_duplicates") {
+        return;
+    }
+    let ns = Netns::new("dad", 2);
+    for i in 0..2 {
+        ns.exec(i, &["sysctl", "-qw", "net.ipv6.conf.default.dad_transmits=30"]);
+    }
+    ns.exec(0, &["ip", "link", "add", "ndbr", "type", "bridge"]);
+    ns.veth(0, "va", 1, "vb");
+    ns.exec(0, &["ip", "link", "set", "va", "master", "ndbr"]);
+    ns.exec(0, &["ip", "link", "set", "ndbr", "up"]);
+    let mut a = {
+        let _in = ns.enter(0);
+        PacketLink::open(&spec("packet:ndbr")).unwrap()
+    };
+    let mut b = {
+        let _in = ns.enter(1);
+        PacketLink::open(&spec("packet:vb")).unwrap()
+    };
+    let (a_ll, b_ll) = (a.info().gids.get(0).unwrap().to_string(), b.info().gids.get(0).unwrap().to_string());
+    assert!(link_local_tentative(&ns, 0, "ndbr") && link_local_tentative(&ns, 1, "vb"), "DAD should still run");
+    assert!(a.neighbours().is_empty() && b.neighbours().is_empty());
+    one_way(&mut b, &mut a, &a_ll, 8, 0x21);
+    one_way(&mut a, &mut b, &b_ll, 8, 0x22);
+    // Still tentative: the kernel answered nothing, uroce did.
+    assert!(link_local_tentative(&ns, 0, "ndbr") && link_local_tentative(&ns, 1, "vb"), "DAD ended too early");
+    assert!(a.stats().nd_adverts_sent >= 1, "{:?}", a.stats());
+}

@@ -146,6 +146,21 @@ impl<I: FrameIo> EtherLink<I> {
         self.is_ours(ip) && !self.kernel_owned.contains(&ip)
     }
 
+    /// Whether we answer a neighbour solicitation from `src` for `target`.
+    ///
+    /// Every one for our addresses that has a source: the kernel stays silent
+    /// for an address it holds while that address is tentative (duplicate
+    /// address detection: 1-2.5 s after an interface comes up, longer than an
+    /// RC requester waits before it gives up) and for one held on another
+    /// interface (a bridge port shares the bridge's MAC, and so its link-local
+    /// address). When the kernel answers too, both advertisements say the
+    /// same. Duplicate address detection probes (source `::`) for an address
+    /// the kernel holds stay the kernel's business: answering them would fail
+    /// its own detection.
+    fn answers_solicit(&self, src: Ipv6Addr, target: Ipv6Addr) -> bool {
+        self.is_ours(IpAddr::V6(target)) && (!src.is_unspecified() || self.answers_for(IpAddr::V6(target)))
+    }
+
     fn src_v6(&self, peer: Ipv6Addr) -> Ipv6Addr {
         if is_link_local(&peer) {
             return self.ipv6[0];
@@ -362,7 +377,7 @@ impl<I: FrameIo> EtherLink<I> {
                     self.queue_flushed(flushed, src_mac);
                     (src, src_mac)
                 };
-                if self.answers_for(IpAddr::V6(target)) {
+                if self.answers_solicit(src, target) {
                     let mut b = self.buffer();
                     neighbour::neighbour_advert(&mut b, self.mac, target, to_mac, to);
                     self.ctl.push(Ctl { frame: b, roce: false });
@@ -584,4 +599,85 @@ pub(crate) fn port_guards(addrs: &[IpAddr], ifindex: u32) -> Result<Vec<UdpSocke
         out.push(s);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frame I/O that keeps what is sent and receives nothing.
+    #[derive(Default)]
+    struct Recorder {
+        sent: Vec<Vec<u8>>,
+    }
+
+    impl FrameIo for Recorder {
+        fn fd(&self) -> RawFd {
+            -1
+        }
+        fn send(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+            self.sent.extend(frames.iter().map(|f| f.to_vec()));
+            Ok(frames.len())
+        }
+        fn recv(&mut self, _: &mut [u8], _: usize, _: &mut [RxMeta]) -> io::Result<usize> {
+            Ok(0)
+        }
+    }
+
+    const OURS: [u8; 6] = [0x02, 0, 0, 0, 0, 0x41];
+    const PEER: [u8; 6] = [0x02, 0, 0, 0, 0, 0x42];
+
+    /// A link whose link-local address the kernel also holds (`kernel_owned`).
+    fn link(kernel_owned: bool) -> (EtherLink<Recorder>, Ipv6Addr) {
+        let ll = Ipv6Addr::from(Gid::link_local(OURS).0);
+        let cfg = EtherConfig {
+            kind: "packet",
+            name: "packet:test0".into(),
+            ifname: "test0".into(),
+            mac: OURS,
+            ipv4: None,
+            ipv6: vec![],
+            kernel_owned: if kernel_owned { vec![IpAddr::V6(ll)] } else { vec![] },
+            mtu: 1500,
+            path_mtu: None,
+            guards: vec![],
+            rx_queue_packets: 0,
+        };
+        (EtherLink::new(Recorder::default(), cfg), ll)
+    }
+
+    /// The advertisements `link` sends for `target` after a solicitation from `src`.
+    fn adverts_after_solicit(link: &mut EtherLink<Recorder>, src: Ipv6Addr, target: Ipv6Addr) -> usize {
+        let mut frame = Vec::new();
+        neighbour::neighbour_solicit(&mut frame, PEER, src, target);
+        assert!(!link.on_frame(&frame, Instant::now(), &mut |_| {}));
+        link.flush_ctl().unwrap();
+        link.io.sent.iter().filter(|f| matches!(neighbour::parse_ndisc(f), Some(Ndisc::Advert { target: t, mac, .. }) if t == target && mac == OURS)).count()
+    }
+
+    #[test]
+    fn a_solicitation_for_a_kernel_held_link_local_address_is_answered() {
+        // The kernel does not answer while the address is tentative: the
+        // peer would wait for the whole of duplicate address detection.
+        let (mut l, ll) = link(true);
+        let peer = Ipv6Addr::from(Gid::link_local(PEER).0);
+        assert_eq!(adverts_after_solicit(&mut l, peer, ll), 1);
+        assert_eq!(l.stats().nd_adverts_sent, 1);
+    }
+
+    #[test]
+    fn duplicate_address_probes_are_left_to_the_kernel_that_holds_the_address() {
+        let (mut l, ll) = link(true);
+        assert_eq!(adverts_after_solicit(&mut l, Ipv6Addr::UNSPECIFIED, ll), 0);
+        // An address only uroce holds is defended.
+        let (mut l, ll) = link(false);
+        assert_eq!(adverts_after_solicit(&mut l, Ipv6Addr::UNSPECIFIED, ll), 1);
+    }
+
+    #[test]
+    fn solicitations_for_other_addresses_are_not_answered() {
+        let (mut l, _) = link(false);
+        let other = Ipv6Addr::from(Gid::link_local(PEER).0);
+        assert_eq!(adverts_after_solicit(&mut l, other, other), 0);
+    }
 }
