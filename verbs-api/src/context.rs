@@ -254,6 +254,21 @@ impl Context {
         gids.get(index).map(|g| Gid(g.0)).ok_or(Error::NoSuchGid { index, len: gids.len() })
     }
 
+    /// GID `index`, if this device can send packets from it: a udp link sends
+    /// from the one address its socket is bound to, and keeps the other
+    /// entries (the interface's link-local GID) only so that indices mean
+    /// what they mean on rxe.
+    pub fn source_gid(&self, index: usize) -> Result<Gid, Error> {
+        let gid = self.query_gid(index)?;
+        let info = &self.shared().info;
+        if info.gids.sends_from(index) {
+            return Ok(gid);
+        }
+        let usable: Vec<String> =
+            info.gids.iter().filter(|(i, _)| info.gids.sends_from(*i)).map(|(i, _)| i.to_string()).collect();
+        Err(Error::GidNotSendable { index, gid, device: info.name.clone(), usable: usable.join(", ") })
+    }
+
     /// The link underneath: name, addresses, MTU.
     pub fn link_info(&self) -> &LinkInfo {
         &self.shared().info

@@ -24,6 +24,17 @@ pub enum Error {
         /// The table's length.
         len: usize,
     },
+    /// A GID the device holds but cannot send from (a udp link's GID 0).
+    GidNotSendable {
+        /// The index.
+        index: usize,
+        /// The GID there.
+        gid: crate::Gid,
+        /// The device.
+        device: String,
+        /// The indices it can send from.
+        usable: String,
+    },
     /// An argument out of range.
     InvalidValue {
         /// The verb.
@@ -63,6 +74,12 @@ impl fmt::Display for Error {
             Error::NoSuchGid { index, len } => {
                 write!(f, "ibv_query_gid: no GID index {index}; the table has {len} (0: IPv6 link-local, 1: IPv4)")
             }
+            Error::GidNotSendable { index, gid, device, usable } => write!(
+                f,
+                "GID index {index} ({}) of {device} cannot be sent from: a udp device sends from its own address only \
+                 (GID index {usable}); for link-local GIDs over udp, open udp:[fe80::...%IFACE], or use a packet device",
+                std::net::Ipv6Addr::from(gid.0)
+            ),
             Error::InvalidValue { verb, what } => write!(f, "{verb}: invalid {what}"),
             Error::Timeout { verb } => write!(f, "{verb}: timed out"),
             Error::Os { verb, err } => write!(f, "{verb}: {err}"),

@@ -202,6 +202,14 @@ impl Qp {
     /// `ibv_modify_qp`: a wrong transition or mask is an error naming the
     /// states and attributes involved.
     pub fn modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<(), Error> {
+        if mask.contains(QpAttrMask::AV) {
+            let index = usize::from(attr.ah_attr.sgid_index);
+            self.0
+                .pd
+                .context()
+                .source_gid(index)
+                .map_err(|e| Error::InvalidValue { verb: "ibv_modify_qp", what: format!("ah_attr.sgid_index: {e}") })?;
+        }
         let shared = self.0.pd.context().shared();
         let r = shared.engine().modify_qp(self.0.qpn, attr, mask).map_err(Error::engine("ibv_modify_qp"));
         shared.kick();

@@ -79,10 +79,6 @@ pub(crate) struct EtherLink<I: FrameIo> {
     _guards: Vec<UdpSocket>,
 }
 
-fn is_link_local(a: &Ipv6Addr) -> bool {
-    a.segments()[0] & 0xffc0 == 0xfe80
-}
-
 impl<I: FrameIo> EtherLink<I> {
     pub(crate) fn new(io: I, cfg: EtherConfig) -> EtherLink<I> {
         let link_local = Gid::link_local(cfg.mac);
@@ -162,7 +158,7 @@ impl<I: FrameIo> EtherLink<I> {
     }
 
     fn src_v6(&self, peer: Ipv6Addr) -> Ipv6Addr {
-        if is_link_local(&peer) {
+        if peer.is_unicast_link_local() {
             return self.ipv6[0];
         }
         self.ipv6.get(1).copied().unwrap_or(self.ipv6[0])
@@ -588,7 +584,7 @@ pub(crate) fn port_guards(addrs: &[IpAddr], ifindex: u32) -> Result<Vec<UdpSocke
     let mut out = Vec::new();
     for ip in addrs {
         let addr = match ip {
-            IpAddr::V6(a) if is_link_local(a) => SocketAddr::V6(SocketAddrV6::new(*a, 4791, 0, ifindex)),
+            IpAddr::V6(a) if a.is_unicast_link_local() => SocketAddr::V6(SocketAddrV6::new(*a, 4791, 0, ifindex)),
             _ => SocketAddr::new(*ip, 4791),
         };
         let opts = UdpOptions { no_check: false, buffer: 4096, gro: false, freebind: true };

@@ -58,6 +58,10 @@ impl fmt::Display for Gid {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GidTable {
     entries: Vec<Option<Gid>>,
+    /// Entries kept where rxe has them, so that index N means the same, but
+    /// that this link cannot send from (a udp link sends from the one address
+    /// its socket is bound to).
+    not_sent_from: Vec<usize>,
 }
 
 impl GidTable {
@@ -69,7 +73,19 @@ impl GidTable {
                 entries.push(Some(g));
             }
         }
-        GidTable { entries }
+        GidTable { entries, not_sent_from: Vec::new() }
+    }
+
+    /// The same table, with every entry but `only` marked as one this link
+    /// cannot send from.
+    pub fn sending_only_from(mut self, only: Gid) -> GidTable {
+        self.not_sent_from = self.iter().filter(|(_, g)| *g != only).map(|(i, _)| i).collect();
+        self
+    }
+
+    /// Whether the link can send packets from entry `index`.
+    pub fn sends_from(&self, index: usize) -> bool {
+        self.get(index).is_some() && !self.not_sent_from.contains(&index)
     }
 
     pub fn get(&self, index: usize) -> Option<Gid> {
@@ -159,6 +175,17 @@ mod test {
         assert_eq!(IbMtu::for_link_mtu(576), Some(IbMtu::Mtu256));
         assert_eq!(IbMtu::for_link_mtu(335), None);
         assert_eq!(IbMtu::from_bytes(2048).map(IbMtu::to_enum), Some(4));
+    }
+
+    #[test]
+    fn a_table_can_keep_entries_the_link_cannot_send_from() {
+        let ll = Gid::link_local([2, 0, 0, 0, 0, 1]);
+        let v4 = Gid::from_ip("198.18.0.1".parse().unwrap());
+        let t = GidTable::new(ll, Some("198.18.0.1".parse().unwrap()), &[]);
+        assert!(t.sends_from(0) && t.sends_from(1) && !t.sends_from(2));
+        let t = t.sending_only_from(v4);
+        assert_eq!((t.get(0), t.get(1)), (Some(ll), Some(v4)), "indices keep their meaning");
+        assert!(!t.sends_from(0) && t.sends_from(1));
     }
 
     #[test]

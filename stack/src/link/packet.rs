@@ -75,7 +75,7 @@ impl PacketLink {
             let v6: Vec<_> = on_if
                 .iter()
                 .filter_map(|a| match a.ip {
-                    IpAddr::V6(ip) if ip.segments()[0] & 0xffc0 != 0xfe80 => Some(ip),
+                    IpAddr::V6(ip) if !ip.is_unicast_link_local() => Some(ip),
                     _ => None,
                 })
                 .collect();

@@ -15,8 +15,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 /// A parsed `-d` device name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceSpec {
-    /// `udp:IP`: a kernel UDP socket on `IP:4791`.
-    Udp { ip: IpAddr, path_mtu: Option<IbMtu> },
+    /// `udp:IP`: a kernel UDP socket on `IP:4791`; a link-local IPv6 address
+    /// with the interface it is on, `udp:[fe80::1%eth0]` (`scope`).
+    Udp { ip: IpAddr, scope: Option<String>, path_mtu: Option<IbMtu> },
     /// `packet:IFACE[,ip=IP][,mac=MAC]`: AF_PACKET on an existing interface;
     /// without `ip=`/`mac=`, the interface's own address and MAC.
     Packet {
@@ -189,8 +190,22 @@ impl FromStr for DeviceSpec {
         }
         match kind {
             "udp" => {
-                let ip = parse_ip(first).ok_or_else(|| bad(format!("{first:?} is not an IP address")))?;
-                Ok(DeviceSpec::Udp { ip, path_mtu })
+                let unbracketed = first.trim_start_matches('[').trim_end_matches(']');
+                let (addr, scope) = match unbracketed.split_once('%') {
+                    Some((a, s)) => (a, Some(s.to_string())),
+                    None => (unbracketed, None),
+                };
+                let ip = parse_ip(addr).ok_or_else(|| bad(format!("{addr:?} is not an IP address")))?;
+                match (matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local()), &scope) {
+                    (true, None) => {
+                        return Err(bad(format!("a link-local address is on an interface: give it, udp:[{ip}%IFACE]")))
+                    }
+                    (false, Some(s)) => {
+                        return Err(bad(format!("%{s}: only a link-local (fe80::) address takes an interface")))
+                    }
+                    _ => {}
+                }
+                Ok(DeviceSpec::Udp { ip, scope, path_mtu })
             }
             "packet" => Ok(DeviceSpec::Packet {
                 iface: first.to_string(),
@@ -214,7 +229,8 @@ impl fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         let mtu = |m: &Option<IbMtu>| m.map(|m| format!(",mtu={}", m.bytes())).unwrap_or_default();
         match self {
-            DeviceSpec::Udp { ip, path_mtu } => write!(f, "udp:{ip}{}", mtu(path_mtu)),
+            DeviceSpec::Udp { ip, scope: Some(scope), path_mtu } => write!(f, "udp:[{ip}%{scope}]{}", mtu(path_mtu)),
+            DeviceSpec::Udp { ip, scope: None, path_mtu } => write!(f, "udp:{ip}{}", mtu(path_mtu)),
             DeviceSpec::Packet { iface, ipv4, ipv6, mac, path_mtu } => {
                 write!(f, "packet:{iface}")?;
                 if let Some(a) = ipv4 {
@@ -262,7 +278,7 @@ impl DeviceSpec {
 pub fn open_default() -> Result<Box<dyn Link>, LinkError> {
     let mut last = None;
     for host in 1..=254u8 {
-        let spec = DeviceSpec::Udp { ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, host)), path_mtu: None };
+        let spec = DeviceSpec::Udp { ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, host)), scope: None, path_mtu: None };
         match UdpLink::open(&spec) {
             Ok(l) => return Ok(Box::new(l)),
             Err(e @ LinkError::AddressInUse(_)) => last = Some(e),
@@ -291,6 +307,8 @@ mod test {
             "udp:127.0.0.1",
             "udp:::1",
             "udp:198.18.0.1,mtu=1024",
+            "udp:[fe80::1%veth-b]",
+            "udp:[fe80::1%eth0],mtu=1024",
             "packet:veth0",
             "packet:eth0,ip=198.18.0.3,mac=02:00:00:00:00:03",
             "packet:eth0,ip=198.18.0.3,ip=fd00::3",
@@ -301,6 +319,13 @@ mod test {
             assert_eq!(d.to_string(), s);
         }
         assert_eq!("udp:[::1]".parse::<DeviceSpec>().unwrap().to_string(), "udp:::1");
+        assert_eq!("udp:fe80::1%eth0".parse::<DeviceSpec>().unwrap().to_string(), "udp:[fe80::1%eth0]");
+    }
+
+    #[test]
+    fn a_link_local_udp_address_names_its_interface() {
+        assert!(err("udp:fe80::1").contains("give it, udp:[fe80::1%IFACE]"), "{}", err("udp:fe80::1"));
+        assert!(err("udp:[fd00::1%eth0]").contains("only a link-local (fe80::) address takes an interface"));
     }
 
     #[test]

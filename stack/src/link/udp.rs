@@ -32,10 +32,11 @@ use crate::frame::{FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, UDP_HDR};
 use crate::pcap::LinkType;
 use crate::sys::iface;
 use crate::sys::mmsg::{self, RxMeta, TxMsg, MAX_BATCH};
+use crate::sys::packet::if_index;
 use crate::sys::udp::{UdpOptions, UdpSocket};
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 use std::time::Duration;
 use uroce_transport::icrc;
 use uroce_transport::wire::{ICRC_LEN, ROCEV2_UDP_PORT};
@@ -82,6 +83,8 @@ pub struct UdpLink {
     no_check: bool,
     slot: usize,
     local: IpAddr,
+    /// The interface of a link-local `local` (0 otherwise).
+    scope_id: u32,
     info: LinkInfo,
     stats: LinkStats,
     rx_buf: Vec<u8>,
@@ -111,39 +114,24 @@ impl UdpLink {
 
     /// Opens `udp:IP` with the offloads given (those the kernel lacks are off).
     pub fn open_with(spec: &DeviceSpec, offload: UdpOffload) -> Result<UdpLink, LinkError> {
-        let DeviceSpec::Udp { ip, path_mtu } = spec else {
+        let DeviceSpec::Udp { ip, scope, path_mtu } = spec else {
             return Err(LinkError::Spec { spec: spec.to_string(), why: "not a udp link".into() });
         };
         let ip = wire_addr(*ip);
-        let addr = SocketAddr::new(ip, ROCEV2_UDP_PORT);
-        let opts = UdpOptions { no_check: !offload.gso, buffer: 4 << 20, gro: false, freebind: false };
-        let sock = UdpSocket::bind(addr, opts).map_err(|e| match e.raw_os_error() {
-            Some(libc::EADDRINUSE) => LinkError::AddressInUse(addr),
-            Some(libc::EADDRNOTAVAIL) => LinkError::AddressNotAvailable(ip),
-            _ => LinkError::os(format!("binding {addr}"), e, "CAP_NET_BIND_SERVICE"),
-        })?;
+        let scope_id = match scope {
+            Some(name) => if_index(name).ok_or_else(|| LinkError::NoSuchInterface(name.clone()))?,
+            None => 0,
+        };
+        let sock = bind_when_ready(ip, scope.as_deref(), scope_id, offload)?;
         // The interface holding the address gives the MTU and the MAC.
-        let ifname = iface::interface_of(ip);
+        let ifname = scope.clone().or_else(|| iface::interface_of(ip));
         let mtu = ifname.as_deref().and_then(|n| iface::mtu(n).ok()).unwrap_or(1500);
         let mac = ifname.as_deref().and_then(|n| iface::mac(n).ok()).filter(|m| *m != [0; 6]);
-        let link_local = match (mac, ip) {
-            (Some(m), _) => Gid::link_local(m),
-            (None, IpAddr::V6(v6)) if v6.segments()[0] & 0xffc0 == 0xfe80 => Gid(v6.octets()),
-            // No MAC (loopback): a stand-in derived from the address.
-            (None, IpAddr::V4(v4)) => {
-                let o = v4.octets();
-                Gid::link_local([0x02, 0, o[0], o[1], o[2], o[3]])
-            }
-            (None, IpAddr::V6(v6)) => {
-                let o = v6.octets();
-                Gid::link_local([0x02, 0, o[12], o[13], o[14], o[15]])
-            }
-        };
         let (ipv4, ipv6) = match ip {
             IpAddr::V4(a) => (Some(a), vec![]),
             IpAddr::V6(a) => (None, vec![a]),
         };
-        let gids = GidTable::new(link_local, ipv4, &ipv6);
+        let gids = GidTable::new(link_local_gid(ip, mac), ipv4, &ipv6).sending_only_from(Gid::from_ip(ip));
         let path_mtu = path_mtu.or_else(|| IbMtu::for_link_mtu(mtu)).unwrap_or(IbMtu::Mtu256);
         let offload = UdpOffload { gso: offload.gso && sock.supports_gso(), gro: offload.gro && sock.enable_gro() };
         let (slot, nslots) = if offload.gro { (GRO_SLOT, GRO_BATCH) } else { (SLOT, MAX_BATCH) };
@@ -156,6 +144,7 @@ impl UdpLink {
             no_check: !offload.gso,
             slot,
             local: ip,
+            scope_id,
             info,
             stats: LinkStats::default(),
             rx_buf: vec![0; slot * nslots],
@@ -164,6 +153,17 @@ impl UdpLink {
             scratch: Vec::with_capacity(SLOT + 64),
             solver: IdentSolver::default(),
         })
+    }
+
+    /// Where a datagram to `peer` goes: a link-local peer is on this link's
+    /// interface (a udp link on a link-local address).
+    fn socket_addr(&self, peer: IpAddr) -> SocketAddr {
+        match wire_addr(peer) {
+            IpAddr::V6(v6) if v6.is_unicast_link_local() => {
+                SocketAddr::V6(SocketAddrV6::new(v6, ROCEV2_UDP_PORT, 0, self.scope_id))
+            }
+            ip => SocketAddr::new(ip, ROCEV2_UDP_PORT),
+        }
     }
 
     /// The offloads in use.
@@ -367,7 +367,7 @@ impl Link for UdpLink {
             }
             let mut msgs = [TxMsg { addr: None, iov: &[], gso_segment: 0 }; MAX_BATCH];
             for (m, &(g, len)) in msgs.iter_mut().zip(&spans[..nmsg]) {
-                m.addr = Some(SocketAddr::new(wire_addr(chunk[g].peer), ROCEV2_UDP_PORT));
+                m.addr = Some(self.socket_addr(chunk[g].peer));
                 m.iov = &pieces[2 * g..2 * (g + len)];
                 m.gso_segment = if len > 1 { chunk[g].roce.len() as u16 } else { 0 };
             }
@@ -569,6 +569,73 @@ fn reduced_basis(after: usize) -> [(u32, u16); 32] {
         }
     }
     basis
+}
+
+/// How long an open waits for the kernel to finish duplicate address
+/// detection on a tentative address (it takes 1-2.5 s after link up).
+const DAD_WAIT: Duration = Duration::from_secs(4);
+
+/// [`bind`], waiting (bounded) while `ip` is still tentative on `scope`.
+fn bind_when_ready(
+    ip: IpAddr,
+    scope: Option<&str>,
+    scope_id: u32,
+    offload: UdpOffload,
+) -> Result<UdpSocket, LinkError> {
+    let deadline = std::time::Instant::now() + DAD_WAIT;
+    loop {
+        let r = bind(ip, scope_id, offload);
+        let tentative = match (&r, ip, scope) {
+            (Err(LinkError::AddressNotAvailable(_)), IpAddr::V6(v6), Some(ifname)) => iface::ipv6_tentative(v6, ifname),
+            _ => false,
+        };
+        if !tentative {
+            return r;
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(LinkError::Io {
+                what: format!("binding [{ip}%{}]:4791", scope.unwrap_or_default()),
+                source: io::Error::other(format!(
+                    "the address is still tentative after {} s (duplicate address detection): is another host using it?",
+                    DAD_WAIT.as_secs()
+                )),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The socket on `ip:4791` (`scope_id`: the interface of a link-local `ip`).
+fn bind(ip: IpAddr, scope_id: u32, offload: UdpOffload) -> Result<UdpSocket, LinkError> {
+    let addr = match ip {
+        IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, ROCEV2_UDP_PORT, 0, scope_id)),
+        v4 => SocketAddr::new(v4, ROCEV2_UDP_PORT),
+    };
+    let opts = UdpOptions { no_check: !offload.gso, buffer: 4 << 20, gro: false, freebind: false };
+    UdpSocket::bind(addr, opts).map_err(|e| match e.raw_os_error() {
+        Some(libc::EADDRINUSE) => LinkError::AddressInUse(addr),
+        Some(libc::EADDRNOTAVAIL) => LinkError::AddressNotAvailable(ip),
+        _ => LinkError::os(format!("binding {addr}"), e, "CAP_NET_BIND_SERVICE"),
+    })
+}
+
+/// GID 0 of a udp link: its own address when that is link-local; otherwise
+/// the interface's link-local GID as rxe lists it (the EUI-64 of its MAC), or
+/// for an interface with no MAC (loopback) a stand-in derived from the
+/// address. Only the first can be sent from: the socket is bound to `ip`.
+fn link_local_gid(ip: IpAddr, mac: Option<[u8; 6]>) -> Gid {
+    match (ip, mac) {
+        (IpAddr::V6(v6), _) if v6.is_unicast_link_local() => Gid(v6.octets()),
+        (_, Some(m)) => Gid::link_local(m),
+        (IpAddr::V4(v4), None) => {
+            let o = v4.octets();
+            Gid::link_local([0x02, 0, o[0], o[1], o[2], o[3]])
+        }
+        (IpAddr::V6(v6), None) => {
+            let o = v6.octets();
+            Gid::link_local([0x02, 0, o[12], o[13], o[14], o[15]])
+        }
+    }
 }
 
 #[cfg(test)]

@@ -152,3 +152,19 @@ pub fn interface_of(ip: IpAddr) -> Option<String> {
     }
     all.into_iter().filter(|a| in_prefix(a.ip, a.prefix_len, ip)).max_by_key(|a| a.prefix_len).map(|a| a.ifname)
 }
+
+/// Whether the kernel holds `ip` on `ifname` as tentative: duplicate address
+/// detection still runs (a second or two after the interface came up), and
+/// nothing can bind the address until it ends (`/proc/net/if_inet6`, flag
+/// 0x40).
+pub fn ipv6_tentative(ip: Ipv6Addr, ifname: &str) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/net/if_inet6") else { return false };
+    let hex: String = ip.octets().iter().map(|b| format!("{b:02x}")).collect();
+    table.lines().any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        f.len() == 6
+            && f[0] == hex
+            && f[5] == ifname
+            && u8::from_str_radix(f[4], 16).is_ok_and(|flags| flags & 0x40 != 0)
+    })
+}

@@ -62,17 +62,20 @@ pub fn blank_wc() -> WorkCompletion {
 pub fn choose_gid(ctx: &Context, p: &Params) -> Result<(u8, Gid), String> {
     let len = ctx.query_port().gid_tbl_len as usize;
     if let Some(x) = p.gid_index {
-        let gid = ctx.query_gid(x.into()).map_err(|_| {
-            format!(
+        let gid = ctx.source_gid(x.into()).map_err(|e| match e {
+            uroce_verbs::Error::NoSuchGid { .. } => format!(
                 "-x {x}: {} has no GID index {x} (it has {len}: 0 the IPv6 link-local GID, 1 the IPv4 one): give -x 1, or -x 0",
                 ctx.link_info().name
-            )
+            ),
+            e => format!("-x {x}: {e}"),
         })?;
         return Ok((x, gid));
     }
+    // perftest's choice among the GIDs this device can send from.
+    let sendable: Vec<usize> = (0..len).filter(|&i| ctx.source_gid(i).is_ok()).collect();
     let is_v4 = |i: usize| ctx.query_gid(i).ok().and_then(|g| g.ipv4()).is_some();
-    let mut best = 0;
-    for i in 1..len {
+    let mut best = *sendable.first().ok_or_else(|| format!("{} has no GID to send from", ctx.link_info().name))?;
+    for i in sendable {
         if (is_v4(i) && !is_v4(best) && !p.ipv6) || (!is_v4(i) && is_v4(best) && p.ipv6) {
             best = i;
         }
