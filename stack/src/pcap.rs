@@ -232,6 +232,10 @@ impl<R: Read> PcapReader<R> {
 /// Writes a pcap stream (microsecond timestamps, the most widely read variant).
 pub struct PcapWriter<W: Write> {
     out: W,
+    /// One record, header and data, handed to `out` in one write: a buffered
+    /// `out` then only ever writes whole records to its file, so a process
+    /// that ends mid-capture leaves a file that ends at a record boundary.
+    record: Vec<u8>,
 }
 
 impl<W: Write> PcapWriter<W> {
@@ -245,7 +249,7 @@ impl<W: Write> PcapWriter<W> {
         h.extend_from_slice(&MAX_RECORD.to_le_bytes()); // snaplen
         h.extend_from_slice(&link_type.to_u32().to_le_bytes());
         out.write_all(&h)?;
-        Ok(PcapWriter { out })
+        Ok(PcapWriter { out, record: Vec::new() })
     }
 
     pub fn write(&mut self, time: Duration, data: &[u8]) -> io::Result<()> {
@@ -254,8 +258,10 @@ impl<W: Write> PcapWriter<W> {
         h[4..8].copy_from_slice(&time.subsec_micros().to_le_bytes());
         h[8..12].copy_from_slice(&(data.len() as u32).to_le_bytes());
         h[12..16].copy_from_slice(&(data.len() as u32).to_le_bytes());
-        self.out.write_all(&h)?;
-        self.out.write_all(data)
+        self.record.clear();
+        self.record.extend_from_slice(&h);
+        self.record.extend_from_slice(data);
+        self.out.write_all(&self.record)
     }
 
     pub fn flush(&mut self) -> io::Result<()> {

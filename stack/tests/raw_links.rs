@@ -328,6 +328,9 @@ fn unresolved_neighbour_gives_up_and_counts() {
     assert_eq!((s.arp_requests_sent, s.nd_solicits_sent), (6, 6), "{s:?}");
     assert_eq!(s.tx_packets, 0);
     assert!(a.neighbours().is_empty(), "failed entries are forgotten");
+    assert_eq!(s.neighbours_unresolved, 2, "{s:?}");
+    let (last, tries) = s.last_unresolved.expect("the last address given up on");
+    assert!(["198.18.0.99", "fd00::99"].contains(&last.to_string().as_str()) && tries == 6, "{s:?}");
 }
 
 /// Whether the kernel in namespace `i` still holds `dev`'s IPv6 link-local

@@ -141,6 +141,7 @@ impl CommonArgs {
             ("link_rx_icrc_bad", s.rx_icrc_bad),
             ("link_rx_malformed", s.rx_malformed),
             ("link_tx_dropped", s.tx_dropped),
+            ("link_neighbours_unresolved", s.neighbours_unresolved),
         ];
         for (name, value) in link {
             let _ = writeln!(out, "{name:<28} {value}");

@@ -269,6 +269,15 @@ impl Context {
         Err(Error::GidNotSendable { index, gid, device: info.name.clone(), usable: usable.join(", ") })
     }
 
+    /// Why packets to a peer went nowhere, when the link knows: the last
+    /// address no neighbour answered for (ARP or IPv6 neighbour discovery),
+    /// as one sentence that says what to check.
+    pub fn unresolved_neighbour(&self) -> Option<String> {
+        let (ip, tries) = self.link_stats().last_unresolved?;
+        let on = self.link_info().ifname.clone().unwrap_or_else(|| self.link_info().name.clone());
+        Some(format!("no neighbour answered for {ip} on {on} after {tries} tries: is the peer on this link?"))
+    }
+
     /// The link underneath: name, addresses, MTU.
     pub fn link_info(&self) -> &LinkInfo {
         &self.shared().info

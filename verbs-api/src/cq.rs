@@ -6,7 +6,7 @@ use crate::diag;
 use crate::error::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use uroce_transport::engine::{CqHandle, WorkCompletion};
+use uroce_transport::engine::{CqHandle, WcStatus, WorkCompletion};
 
 /// `struct ibv_cq`: cheap to clone; keeps its context alive.
 #[derive(Clone)]
@@ -59,6 +59,11 @@ impl Cq {
         }
         for wc in &wcs[..n] {
             diag::explain_completion(wc);
+            if wc.status == WcStatus::RetryExcErr {
+                if let Some(why) = self.0.ctx.unresolved_neighbour() {
+                    tracing::warn!(qp = wc.qp_num, "uroce: {why}");
+                }
+            }
         }
         n
     }

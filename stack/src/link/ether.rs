@@ -505,6 +505,8 @@ impl<I: FrameIo> EtherLink<I> {
     pub(crate) fn stats(&self) -> LinkStats {
         let mut s = self.stats;
         s.tx_dropped += self.neigh.dropped;
+        s.neighbours_unresolved = self.neigh.unresolved;
+        s.last_unresolved = self.neigh.unanswered().or(self.neigh.last_unresolved);
         s
     }
 

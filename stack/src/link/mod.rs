@@ -116,6 +116,12 @@ pub struct LinkStats {
     pub arp_replies_sent: u64,
     pub nd_solicits_sent: u64,
     pub nd_adverts_sent: u64,
+    /// Peers whose address no neighbour answered for (ARP or ND), given up on.
+    pub neighbours_unresolved: u64,
+    /// The address no neighbour answered for, with the number of requests
+    /// that went unanswered: one still being asked for, else the last given
+    /// up on. (An RC requester gives up before the link does.)
+    pub last_unresolved: Option<(IpAddr, u32)>,
 }
 
 /// What a link is: its addresses, MTU and GID table.

@@ -97,11 +97,15 @@ pub struct NeighbourCache {
     map: HashMap<IpAddr, Entry>,
     /// Frames dropped because resolution failed or queues overflowed.
     pub dropped: u64,
+    /// Addresses given up on: nobody answered any of the requests.
+    pub unresolved: u64,
+    /// The last address given up on, and how many requests went unanswered.
+    pub last_unresolved: Option<(IpAddr, u32)>,
 }
 
 impl NeighbourCache {
     pub fn new(cfg: NeighbourConfig) -> NeighbourCache {
-        NeighbourCache { cfg, map: HashMap::new(), dropped: 0 }
+        NeighbourCache { cfg, map: HashMap::new(), dropped: 0, unresolved: 0, last_unresolved: None }
     }
 
     pub fn len(&self) -> usize {
@@ -202,10 +206,12 @@ impl NeighbourCache {
     pub fn poll(&mut self, now: Instant, probe: &mut Vec<IpAddr>) {
         let cfg = self.cfg;
         let mut dropped = 0;
+        let mut given_up = Vec::new();
         self.map.retain(|ip, e| match &mut e.state {
             State::Incomplete { probes, next_probe } if *next_probe <= now => {
                 if *probes >= cfg.solicit {
                     dropped += e.pending.len() as u64;
+                    given_up.push((*ip, *probes));
                     return false;
                 }
                 *probes += 1;
@@ -220,6 +226,22 @@ impl NeighbourCache {
             _ => true,
         });
         self.dropped += dropped;
+        self.unresolved += given_up.len() as u64;
+        if let Some(last) = given_up.pop() {
+            self.last_unresolved = Some(last);
+        }
+    }
+
+    /// The address asked for longest without an answer so far, and how many
+    /// requests went out for it.
+    pub fn unanswered(&self) -> Option<(IpAddr, u32)> {
+        self.map
+            .iter()
+            .filter_map(|(ip, e)| match e.state {
+                State::Incomplete { probes, .. } if probes > 0 => Some((*ip, probes)),
+                _ => None,
+            })
+            .max_by_key(|(_, probes)| *probes)
     }
 
     /// The earliest timer, if any entry is waiting.

@@ -575,7 +575,8 @@ fn reduced_basis(after: usize) -> [(u32, u16); 32] {
 /// detection on a tentative address (it takes 1-2.5 s after link up).
 const DAD_WAIT: Duration = Duration::from_secs(4);
 
-/// [`bind`], waiting (bounded) while `ip` is still tentative on `scope`.
+/// [`bind`], waiting (bounded) while the IPv6 `ip` is still tentative on its
+/// interface (`scope`, for a link-local one).
 fn bind_when_ready(
     ip: IpAddr,
     scope: Option<&str>,
@@ -585,8 +586,11 @@ fn bind_when_ready(
     let deadline = std::time::Instant::now() + DAD_WAIT;
     loop {
         let r = bind(ip, scope_id, offload);
-        let tentative = match (&r, ip, scope) {
-            (Err(LinkError::AddressNotAvailable(_)), IpAddr::V6(v6), Some(ifname)) => iface::ipv6_tentative(v6, ifname),
+        let tentative = match (&r, ip) {
+            (Err(LinkError::AddressNotAvailable(_)), IpAddr::V6(v6)) => {
+                let ifname = scope.map(str::to_string).or_else(|| iface::interface_of(ip));
+                ifname.is_some_and(|n| iface::ipv6_tentative(v6, &n))
+            }
             _ => false,
         };
         if !tentative {
@@ -594,7 +598,7 @@ fn bind_when_ready(
         }
         if std::time::Instant::now() >= deadline {
             return Err(LinkError::Io {
-                what: format!("binding [{ip}%{}]:4791", scope.unwrap_or_default()),
+                what: format!("binding [{ip}]:4791"),
                 source: io::Error::other(format!(
                     "the address is still tentative after {} s (duplicate address detection): is another host using it?",
                     DAD_WAIT.as_secs()

@@ -263,13 +263,11 @@ fn pingpong(p: &Params, side: &Side) -> Result<Duration, String> {
         let n = next_completions(side, &mut wcs)?;
         for wc in &wcs[..n] {
             if wc.status != WcStatus::Success {
-                return Err(format!(
-                    "Failed status {} ({}) for wr_id {}{}",
-                    wc.status,
-                    wc.status as u32,
-                    wc.wr_id,
-                    hint(wc.status)
-                ));
+                let hint = match (wc.status, side.ctx.unresolved_neighbour()) {
+                    (WcStatus::RetryExcErr, Some(why)) => format!(": {why}"),
+                    _ => hint(wc.status).to_string(),
+                };
+                return Err(format!("Failed status {} ({}) for wr_id {}{hint}", wc.status, wc.status as u32, wc.wr_id));
             }
             match wc.wr_id {
                 SEND_WRID => scnt += 1,

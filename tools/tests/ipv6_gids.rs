@@ -1,0 +1,297 @@
+//! IPv6 GIDs between two network namespaces (root; SKIP otherwise): every pair
+//! of links (packet, tap, udp) runs `uroce pingpong -c` with GID 0 (the
+//! link-local address) and with the global IPv6 GID, from empty neighbour
+//! caches, and rping runs over an IPv6 address; every capture passes
+//! `uroce dump --check` and tshark finds nothing malformed in it.
+//!
+//! Namespace A holds a bridge (`br0`) with a veth port and a TAP port; B holds
+//! the veth's other end (`vb`), as in issue 12's report.
+
+mod common;
+
+use common::{is_root, uroce, wait_output};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn ip(ns: Option<&str>, args: &[&str]) {
+    let mut cmd = Command::new("ip");
+    if let Some(ns) = ns {
+        cmd.args(["-n", ns]);
+    }
+    let out = cmd.args(args).output().expect("ip");
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The two namespaces, deleted on drop.
+struct Lab {
+    ns: [String; 2],
+    dir: PathBuf,
+}
+
+const A: usize = 0;
+const B: usize = 1;
+
+impl Lab {
+    fn new(tag: &str) -> Lab {
+        let pid = std::process::id();
+        let lab = Lab {
+            ns: [format!("uroce-v6{tag}-{pid}-a"), format!("uroce-v6{tag}-{pid}-b")],
+            dir: std::env::temp_dir().join(format!("uroce-ipv6-{tag}-{pid}")),
+        };
+        std::fs::create_dir_all(&lab.dir).unwrap();
+        for n in &lab.ns {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
+            ip(None, &["netns", "add", n]);
+            ip(Some(n), &["link", "set", "lo", "up"]);
+        }
+        let (a, b) = (Some(lab.ns[A].as_str()), Some(lab.ns[B].as_str()));
+        ip(a, &["link", "add", "br0", "type", "bridge"]);
+        ip(
+            None,
+            &["link", "add", "va", "netns", &lab.ns[A], "type", "veth", "peer", "name", "vb", "netns", &lab.ns[B]],
+        );
+        ip(a, &["tuntap", "add", "ut0", "mode", "tap"]);
+        for port in ["va", "ut0"] {
+            ip(a, &["link", "set", port, "master", "br0"]);
+            ip(a, &["link", "set", port, "up"]);
+        }
+        ip(a, &["addr", "add", "198.18.12.1/24", "dev", "br0"]);
+        ip(a, &["addr", "add", "fd00:12::1/64", "dev", "br0"]);
+        ip(b, &["addr", "add", "198.18.12.2/24", "dev", "vb"]);
+        ip(b, &["addr", "add", "fd00:12::2/64", "dev", "vb"]);
+        ip(a, &["link", "set", "br0", "up"]);
+        ip(b, &["link", "set", "vb", "up"]);
+        lab
+    }
+
+    /// The kernel's link-local address of `dev` in namespace `i`.
+    fn link_local(&self, i: usize, dev: &str) -> String {
+        let out =
+            Command::new("ip").args(["-n", &self.ns[i], "-6", "addr", "show", "dev", dev, "scope", "link"]).output();
+        let text = String::from_utf8_lossy(&out.unwrap().stdout).to_string();
+        let addr = text.split_whitespace().skip_while(|w| *w != "inet6").nth(1).expect("a link-local address");
+        addr.split('/').next().unwrap().to_string()
+    }
+
+    /// `uroce ARGS` in namespace `i`.
+    fn uroce(&self, i: usize, args: &[&str]) -> std::process::Child {
+        Command::new("ip")
+            .args(["netns", "exec", &self.ns[i], env!("CARGO_BIN_EXE_uroce")])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Forgets every neighbour the kernels learnt (uroce's ends start empty).
+    fn flush_neighbours(&self) {
+        for n in &self.ns {
+            ip(Some(n), &["neigh", "flush", "all"]);
+        }
+    }
+
+    fn pcap(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.pcap"))
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for n in &self.ns {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `uroce dump --check` passes on the capture, which holds at least `min`
+/// RoCEv2 packets, and tshark flags nothing in it as malformed.
+fn check_capture(path: &Path, min: usize) {
+    let out = uroce().args(["dump", "--check"]).arg(path).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap_or_default().to_string();
+    assert!(out.status.success(), "{}: {last}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    let roce: usize = last.split(", ").nth(1).and_then(|f| f.split(' ').next()).and_then(|n| n.parse().ok()).unwrap();
+    assert!(roce >= min, "{}: {last}", path.display());
+    let filter = "_ws.malformed || _ws.expert.severity >= error";
+    let tshark = Command::new("tshark").arg("-r").arg(path).args(["-Y", filter]).output();
+    let flagged = String::from_utf8_lossy(&tshark.unwrap().stdout).to_string();
+    assert!(flagged.trim().is_empty(), "{}: tshark flags\n{flagged}", path.display());
+}
+
+/// One end of a pair: its device and the GID index of the kind asked for.
+struct End {
+    ns: usize,
+    dev: String,
+    gid: &'static str,
+}
+
+/// Runs a pingpong server in A and its client in B; both must succeed.
+fn pingpong(lab: &Lab, name: &str, server: &End, client: &End, port: u16) {
+    lab.flush_neighbours();
+    let (sp, cp) = (lab.pcap(&format!("{name}-server")), lab.pcap(&format!("{name}-client")));
+    let port = port.to_string();
+    let common = ["-n", "20", "-s", "5000", "-c", "-p", &port];
+    let mut sargs = vec!["pingpong", "-g", server.gid, "-d", &server.dev, "--pcap", sp.to_str().unwrap()];
+    sargs.extend(common);
+    let s = lab.uroce(server.ns, &sargs);
+    let mut cargs = vec!["pingpong", "-g", client.gid, "-d", &client.dev, "--pcap", cp.to_str().unwrap()];
+    cargs.extend(common);
+    cargs.push("198.18.12.1");
+    // The server listens within moments; a client that came too early retries.
+    let start = Instant::now();
+    let client_out = loop {
+        let out = wait_output(lab.uroce(client.ns, &cargs), Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !err.contains("Couldn't connect") || start.elapsed() > Duration::from_secs(10) {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let server_out = wait_output(s, Duration::from_secs(30));
+    for (end, out) in [("server", &server_out), ("client", &client_out)] {
+        assert!(
+            out.status.success(),
+            "{name} {end}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let local = String::from_utf8_lossy(&client_out.stdout).lines().next().unwrap_or_default().to_string();
+    println!("{name}: ok ({local})");
+    // 20 exchanges of 5000 bytes: 5 packets a message at MTU 1024, each way.
+    check_capture(&sp, 200);
+    check_capture(&cp, 200);
+}
+
+#[test]
+fn every_pair_of_links_runs_with_link_local_and_global_ipv6_gids() {
+    if !is_root() || !have("ip") || !have("tshark") {
+        println!("SKIP: every_pair_of_links_runs_with_link_local_and_global_ipv6_gids: needs root, ip and tshark");
+        return;
+    }
+    let lab = Lab::new("p");
+    let (br_ll, vb_ll) = (lab.link_local(A, "br0"), lab.link_local(B, "vb"));
+    let server = |kind: &str, global: bool| -> End {
+        let gid = if global { "2" } else { "0" };
+        let dev = match kind {
+            "packet" => "packet:br0,ip=198.18.12.41,ip=fd00:12::41".to_string(),
+            "tap" => "tap:ut0,ip=198.18.12.51/24,ip=fd00:12::51/64,mac=02:00:00:00:12:51".to_string(),
+            _ if global => "udp:[fd00:12::1]".to_string(),
+            _ => format!("udp:[{br_ll}%br0]"),
+        };
+        End { ns: A, dev, gid }
+    };
+    let client = |kind: &str, global: bool| -> End {
+        let gid = if global { "2" } else { "0" };
+        let dev = match kind {
+            "packet" => "packet:vb,ip=198.18.12.42,ip=fd00:12::42,mac=02:00:00:00:12:42".to_string(),
+            _ if global => "udp:[fd00:12::2]".to_string(),
+            _ => format!("udp:[{vb_ll}%vb]"),
+        };
+        End { ns: B, dev, gid }
+    };
+    let mut port = 18600;
+    for (s, c) in
+        [("packet", "packet"), ("tap", "packet"), ("udp", "packet"), ("packet", "udp"), ("udp", "udp"), ("tap", "udp")]
+    {
+        for global in [false, true] {
+            port += 1;
+            let name = format!("{s}-{c}-{}", if global { "global" } else { "gid0" });
+            pingpong(&lab, &name, &server(s, global), &client(c, global), port);
+        }
+    }
+}
+
+#[test]
+fn rping_runs_over_ipv6() {
+    if !is_root() || !have("ip") || !have("tshark") {
+        println!("SKIP: rping_runs_over_ipv6: needs root, ip and tshark");
+        return;
+    }
+    let lab = Lab::new("r");
+    let servers = [
+        ("udp", "udp:[fd00:12::1]", "fd00:12::1"),
+        ("packet", "packet:br0,ip=198.18.12.41,ip=fd00:12::41", "fd00:12::41"),
+    ];
+    for (kind, dev, addr) in servers {
+        lab.flush_neighbours();
+        let pcap = lab.pcap(&format!("rping-{kind}"));
+        let s = lab.uroce(A, &["rping", "-s", "-a", addr, "-C", "10", "-V", "--ib-dev", dev]);
+        let args =
+            ["rping", "-c", "-a", addr, "-I", "fd00:12::2", "-C", "10", "-V", "-v", "--pcap", pcap.to_str().unwrap()];
+        let start = Instant::now();
+        let c = loop {
+            let out = wait_output(lab.uroce(B, &args), Duration::from_secs(60));
+            let err = String::from_utf8_lossy(&out.stderr);
+            // The server binds within moments; a client that came too early is rejected and retries.
+            if !err.contains("REJECTED") || start.elapsed() > Duration::from_secs(10) {
+                break out;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let s = wait_output(s, Duration::from_secs(30));
+        let text = String::from_utf8_lossy(&c.stdout).to_string();
+        assert!(c.status.success(), "{kind}: client {text}{}", String::from_utf8_lossy(&c.stderr));
+        assert!(s.status.success(), "{kind}: server {}", String::from_utf8_lossy(&s.stderr));
+        assert_eq!(text.lines().filter(|l| l.starts_with("ping data: rdma-ping-")).count(), 10, "{text}");
+        check_capture(&pcap, 40);
+        println!("rping to {addr} ({kind} server): ok");
+    }
+}
+
+/// ibv_rc_pingpong's server half of the exchange, answering with a GID
+/// nobody on the link holds (fd00:12::99).
+const GHOST_SERVER: &str = r#"
+import socket
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("0.0.0.0", 18700)); l.listen(1)
+print("listening", flush=True)
+c, _ = l.accept()
+msg = b""
+while len(msg) < 52:
+    msg += c.recv(52 - len(msg))
+c.sendall(b"0000:000011:000000:fd000012000000000000000000000099\0")
+c.recv(5)
+"#;
+
+#[test]
+fn a_peer_no_neighbour_answers_for_is_named() {
+    if !is_root() || !have("ip") || !have("python3") {
+        println!("SKIP: a_peer_no_neighbour_answers_for_is_named: needs root, ip and python3");
+        return;
+    }
+    let lab = Lab::new("n");
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &lab.ns[A], "python3", "-c", GHOST_SERVER])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut line).unwrap();
+    assert_eq!(line.trim(), "listening");
+    let dev = "packet:vb,ip=198.18.12.42,ip=fd00:12::42,mac=02:00:00:00:12:42";
+    let client = lab.uroce(B, &["pingpong", "-g", "2", "-n", "1", "-d", dev, "-p", "18700", "198.18.12.1", "--stats"]);
+    let out = wait_output(client, Duration::from_secs(30));
+    let _ = server.kill();
+    let _ = server.wait();
+    let (err, stdout) = (String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{err}");
+    let last = err.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("Failed status transport retry counter exceeded (12) for wr_id 2: no neighbour answered for fd00:12::99 on vb after ")
+            && last.ends_with(" tries: is the peer on this link?"),
+        "{err}"
+    );
+    assert!(stdout.contains("link_neighbours_unresolved"), "{stdout}");
+}
