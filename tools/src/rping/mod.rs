@@ -201,6 +201,11 @@ fn open(common: &CommonArgs, ip: Option<IpAddr>, dst: Option<IpAddr>) -> Result<
                 let d = dst.expect("checked");
                 return Err(format!("which device reaches {d}? give -I (a source address) or --ib-dev"));
             }
+            None if dst.is_some_and(|d| d.is_ipv6()) => {
+                return Err("::1 is the only IPv6 loopback address, and the server's udp device holds its RoCE port: \
+                    run the two ends in two network namespaces, or over IPv4 loopback (-a 127.0.0.x)"
+                    .into());
+            }
             None => {}
         }
     }
