@@ -263,3 +263,37 @@ fn errors_without_privilege_name_the_capability() {
     }
     assert!(out.status.success() && text.contains("unprivileged errors: ok"), "{text}");
 }
+
+/// The kernel rxe sends RoCEv2 over IPv6 with UDP checksum 0 (RFC 6935 lets
+/// a tunnel whose payload has its own check do so; the ICRC is that check).
+/// A plain IPv6 UDP socket drops such datagrams in the kernel: the link's
+/// must take them. Root, in a namespace of its own (for its own `::1`); the
+/// sender is python's socket with UDP_NO_CHECK6_TX.
+#[test]
+fn ipv6_datagrams_with_a_zero_udp_checksum_reach_the_link() {
+    if skip_unless_root_with_ip("ipv6_datagrams_with_a_zero_udp_checksum_reach_the_link") {
+        return;
+    }
+    if !have("python3") {
+        println!("SKIP: ipv6_datagrams_with_a_zero_udp_checksum_reach_the_link: needs python3");
+        return;
+    }
+    let ns = Netns::new("zc6", 1);
+    let mut link = {
+        let _in = ns.enter(0);
+        udp("::1")
+    };
+    let packet: String = roce_packet(0x11, 0, b"checksum zero").iter().map(|b| format!("{b:02x}")).collect();
+    let send = "import socket, sys\n\
+                s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n\
+                s.setsockopt(17, 101, 1)  # SOL_UDP, UDP_NO_CHECK6_TX\n\
+                for _ in range(4): s.sendto(bytes.fromhex(sys.argv[1]), ('::1', 4791))\n";
+    ns.exec(0, &["python3", "-c", send, &packet]);
+    let start = Instant::now();
+    // The ICRC of this test packet is not the one for these headers: each
+    // datagram that reaches the link is counted as a bad ICRC.
+    while link.stats().rx_icrc_bad < 4 && start.elapsed() < Duration::from_secs(5) {
+        link.recv(Duration::from_millis(50), &mut |_| panic!("the ICRC cannot match")).unwrap();
+    }
+    assert_eq!(link.stats().rx_icrc_bad, 4, "{:?}", link.stats());
+}

@@ -53,6 +53,9 @@ impl UdpSocket {
             set_int(s, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::IP_PMTUDISC_DO)?;
             set_int(s, libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS, 64)?;
             set_int(s, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1)?;
+            // The kernel rxe sends RoCEv2 over IPv6 with UDP checksum 0 (the
+            // ICRC covers the packet); a plain IPv6 socket drops those.
+            set_int(s, libc::SOL_UDP, libc::UDP_NO_CHECK6_RX, 1)?;
             // Flow label 0 (masked by the ICRC anyway): the wire then matches the
             // signed header byte for byte. Best effort: older kernels lack it.
             let _ = set_int(s, libc::IPPROTO_IPV6, IPV6_AUTOFLOWLABEL, 0);
