@@ -17,8 +17,10 @@
 #   lab_ns_exec uroce ...         # uroce inside the namespace
 #
 # Addresses (all inside the namespace; nothing touches the host's interfaces):
-#   guest K          eth0 198.18.0.(10+K)/24, MAC 52:54:00:00:00:(10+K), rxe0
-#                    GID 1 = ::ffff:198.18.0.(10+K)
+#   guest K          eth0 198.18.0.(10+K)/24 and fd00:198:18::(10+K)/64, MAC
+#                    52:54:00:00:00:(10+K); rxe0 GID 0 = its fe80:: link-local
+#                    (lab_guest_ll6 K), 1 = ::ffff:198.18.0.(10+K), 2 = the
+#                    fd00:198:18:: address (lab_guest_ip6 K)
 #   $LAB_UROCE_IF    uroce0, the free end of a veth pair whose other end is a
 #                    port of br0; the kernel holds $LAB_KERNEL_IP (198.18.0.2,
 #                    MAC $LAB_KERNEL_MAC) on it: the out-of-band TCP exchange
@@ -26,6 +28,10 @@
 #                    uroce's `packet` link uses the same interface with its own
 #                    MAC and IP: $LAB_UROCE_MAC, $LAB_UROCE_IP (198.18.0.3),
 #                    configured nowhere in the kernel.
+#   IPv6             the ULA prefix fd00:198:18::/64 on the same bridge: the
+#                    kernel holds $LAB_KERNEL_IP6 (::2) on uroce0 (uroce's udp
+#                    link binds it for IPv6 GIDs), uroce's packet link may
+#                    take $LAB_UROCE_IP6 (::3), guest K has ::(10+K).
 #
 # Every wait is bounded; the teardown (from the trap, also after a failure, a
 # timeout, Ctrl-C or SIGTERM) ends only the processes the lab started, by PID,
@@ -47,6 +53,12 @@ LAB_KERNEL_IP=$LAB_NET.2
 LAB_KERNEL_MAC=02:00:00:00:00:02
 LAB_UROCE_IP=$LAB_NET.3
 LAB_UROCE_MAC=02:00:00:00:00:03
+# IPv6 (GIDs 0 and 2 of rxe0, uroce's IPv6 GIDs): a ULA prefix, inside the
+# namespace only; the guests' addresses are added without DAD.
+LAB_NET6=fd00:198:18:
+LAB_PREFIX6=64
+LAB_KERNEL_IP6=$LAB_NET6:2
+LAB_UROCE_IP6=$LAB_NET6:3
 
 LAB_BOOT_TIMEOUT=${UROCE_LAB_BOOT_TIMEOUT:-120}
 LAB_GUEST_MEM=${UROCE_LAB_GUEST_MEM:-1024}
@@ -122,10 +134,11 @@ lab_init() {
 lab_export_env() {
   local k
   export LAB_NS LAB_RUN LAB_DIR LAB_BRIDGE LAB_UROCE_IF LAB_KERNEL_IP LAB_KERNEL_MAC \
-    LAB_UROCE_IP LAB_UROCE_MAC LAB_PREFIX LAB_T0
+    LAB_UROCE_IP LAB_UROCE_MAC LAB_PREFIX LAB_KERNEL_IP6 LAB_UROCE_IP6 LAB_PREFIX6 LAB_T0
   export LAB_GUEST_LIST="${LAB_GUESTS[*]}"
   for k in "${LAB_GUESTS[@]}"; do
-    export "LAB_G${k}_IP=$(lab_guest_ip "$k")" "LAB_G${k}_MAC=$(lab_guest_mac "$k")"
+    export "LAB_G${k}_IP=$(lab_guest_ip "$k")" "LAB_G${k}_MAC=$(lab_guest_mac "$k")" \
+      "LAB_G${k}_IP6=$(lab_guest_ip6 "$k")" "LAB_G${k}_LL6=$(lab_guest_ll6 "$k")"
   done
 }
 
@@ -347,15 +360,21 @@ lab_net_up() {
   ip -n "$LAB_NS" link add "$LAB_UROCE_IF" address "$LAB_KERNEL_MAC" type veth peer name "$LAB_UROCE_PEER" \
     || lab_die "veth $LAB_UROCE_IF"
   ip -n "$LAB_NS" link set "$LAB_UROCE_PEER" master "$LAB_BRIDGE" up
-  # uroce's udp link (and IPv6 GIDs, later) may want IPv6 on uroce0.
+  # IPv6 on uroce0 only: uroce's udp link binds $LAB_KERNEL_IP6 for its IPv6
+  # GIDs (no DAD: a tentative address cannot be bound).
   lab_ns_exec sysctl -qw "net.ipv6.conf.$LAB_UROCE_IF.disable_ipv6=0" >/dev/null
   ip -n "$LAB_NS" addr add "$LAB_KERNEL_IP/$LAB_PREFIX" dev "$LAB_UROCE_IF"
+  ip -n "$LAB_NS" addr add "$LAB_KERNEL_IP6/$LAB_PREFIX6" dev "$LAB_UROCE_IF" nodad
   ip -n "$LAB_NS" link set "$LAB_UROCE_IF" up
-  lab_log "namespace $LAB_NS: bridge $LAB_BRIDGE, $LAB_UROCE_IF $LAB_KERNEL_IP ($LAB_KERNEL_MAC);" \
-    "uroce's packet link: $LAB_UROCE_IP $LAB_UROCE_MAC"
+  lab_log "namespace $LAB_NS: bridge $LAB_BRIDGE, $LAB_UROCE_IF $LAB_KERNEL_IP $LAB_KERNEL_IP6 ($LAB_KERNEL_MAC);" \
+    "uroce's packet link: $LAB_UROCE_IP $LAB_UROCE_IP6 $LAB_UROCE_MAC"
 }
 
 lab_guest_ip() { echo "$LAB_NET.$((10 + $1))"; }
+lab_guest_ip6() { echo "$LAB_NET6:$((10 + $1))"; }
+# fe80:: with the EUI-64 of the guest's MAC (52:54:00:00:00:xx), compressed
+# as inet_ntop and Rust print it: rxe0's GID 0.
+lab_guest_ll6() { printf 'fe80::5054:ff:fe00:%x\n' $((10 + $1)); }
 lab_guest_mac() { printf '52:54:00:00:00:%02x\n' $((10 + $1)); }
 lab_guest_tap() { echo "tap$1"; }
 
@@ -387,7 +406,7 @@ lab_boot_guest() { # K
     -machine pc,accel=tcg -cpu max -smp 1 -m "$LAB_GUEST_MEM" \
     -nodefaults -display none -no-reboot \
     -kernel "$LAB_GUEST_DIR/vmlinuz" -initrd "$LAB_GUEST_DIR/initramfs.cpio.zst" \
-    -append "console=ttyS0 panic=-1 loglevel=4 uroce_lab.ip=$(lab_guest_ip "$k")/$LAB_PREFIX uroce_lab.name=g$k" \
+    -append "console=ttyS0 panic=-1 loglevel=4 uroce_lab.ip=$(lab_guest_ip "$k")/$LAB_PREFIX uroce_lab.ip6=$(lab_guest_ip6 "$k")/$LAB_PREFIX6 uroce_lab.name=g$k" \
     "${LAB_QEMU_EXTRA[@]}" \
     -serial "file:$d/console.log" \
     -chardev "pipe,id=ctl,path=$d/ctl" -serial chardev:ctl \

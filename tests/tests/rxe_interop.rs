@@ -3,8 +3,10 @@
 //! tools on the host side of the lab's network namespace, over uroce's packet
 //! and udp links, each cell in both directions (rxe serves, uroce serves):
 //! ibv_rc_pingpong and ibv_ud_pingpong, perftest's bandwidth and latency tests,
-//! and the RC ping-pong again under netem loss. Every cell's capture passes
-//! `uroce dump --check`; the script prints a results table.
+//! the RC ping-pong again under netem loss, and IPv6 GIDs (the link-local GID 0
+//! and a global GID 2: rc_pingpong, ib_write_bw, ib_read_lat, rping over
+//! rdma_cm to an IPv6 address). Every cell's capture passes `uroce dump
+//! --check`; the script prints a results table.
 //!
 //! It needs root, QEMU and Debian's apt (it installs what it needs and builds
 //! the guest into /var/cache/uroce-rxe-lab), and takes a few minutes once the
