@@ -11,7 +11,7 @@
 //! REQ's retries (the kernel's timing, or [`ConnParam::cm_response_timeout`]
 //! and [`ConnParam::max_cm_retries`]).
 //!
-//! Addresses name devices: an ID bound to an IP uses the open [`Context`]
+//! Addresses name devices: an ID bound to an IP uses the open [`Context`](crate::Context)
 //! whose link has it (or opens `udp:IP`). Each context that rdma_cm uses
 //! gets QP1 and a thread that answers the CM (its "agent") while IDs use it.
 //!
