@@ -2,6 +2,9 @@
 //! (tests/data/captures/rdma_cm_rping.pcap): every one parses to what tshark
 //! shows and re-emits byte for byte.
 
+// It reads the capture file: a test from outside the sans-IO code.
+#![allow(clippy::disallowed_methods)]
+
 use uroce_transport::cm::ip::{flow_label, parse_service_id, CmaHdr, PortSpace};
 use uroce_transport::cm::mad::{Mad, MadHeaderRepr, MAD_LEN};
 use uroce_transport::cm::msg::{attr, CmMessage, PathRepr, TRANSPORT_RC};

@@ -1,6 +1,9 @@
 //! The goodput table is deterministic and matches the committed snapshot.
 //! After an intended change: `UPDATE_SNAPSHOTS=1 cargo test -p uroce-transport --test goodput_snapshot`.
 
+// A test from outside the sans-IO crate: it reads and writes its snapshot file.
+#![allow(clippy::disallowed_methods)]
+
 use uroce_transport::sim::goodput::table;
 
 const SNAPSHOT: &str = "tests/snapshots/goodput.txt";
