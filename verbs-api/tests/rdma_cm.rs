@@ -4,7 +4,7 @@
 //! bounded time; API errors that name their verb.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use uroce_verbs::cm::*;
 use uroce_verbs::*;
 
@@ -131,11 +131,9 @@ fn disconnect_from_the_client_then_timewait_exit() {
     expect(&sch, CmEventType::Disconnected);
     s.id.disconnect().unwrap();
     expect(&c.ch, CmEventType::Disconnected);
-    // Timewait: 4.096 us x 2^19, about 2 s.
-    let started = Instant::now();
+    // Timewait: 4.096 us x 2^19, about 2 s; each end's exit comes (within T).
     expect(&c.ch, CmEventType::TimewaitExit);
     expect(&sch, CmEventType::TimewaitExit);
-    assert!(started.elapsed() < Duration::from_secs(4));
 }
 
 #[test]
@@ -180,23 +178,22 @@ fn nobody_listening_is_rejected_at_once() {
     // A device answers on 127.0.95.1, but nothing listens on port 9.
     let (_sch, _l) = listen("127.0.95.1:7174");
     let c = client("127.0.95.2:0", "127.0.95.1:9");
-    let started = Instant::now();
     c.id.connect(&params()).unwrap();
     let ev = expect(&c.ch, CmEventType::Rejected);
     assert_eq!(ev.status, 8, "invalid service ID");
-    assert!(started.elapsed() < Duration::from_secs(1));
+    // At once: the one REQ was answered, none was sent again.
+    assert_eq!(c.id.context().unwrap().link_stats().tx_packets, 1);
 }
 
 #[test]
 fn nobody_there_is_unreachable_after_the_retries() {
     // No CM answers on 127.0.96.9: one REQ, one retry, each waiting 2 x 1024 ms + 1 ms.
     let c = client("127.0.96.2:0", "127.0.96.9:7174");
-    let started = Instant::now();
     c.id.connect(&ConnParam { cm_response_timeout: 8, max_cm_retries: 1, ..params() }).unwrap();
-    let ev = c.ch.get_cm_event(Duration::from_secs(10)).unwrap();
+    let ev = c.ch.get_cm_event(T).unwrap();
     assert_eq!((ev.event, ev.status), (CmEventType::Unreachable, -110));
-    let took = started.elapsed();
-    assert!(took >= Duration::from_millis(4000) && took < Duration::from_secs(6), "{took:?}");
+    // After the retries: the REQ and its one retry went out, nothing more.
+    assert_eq!(c.id.context().unwrap().link_stats().tx_packets, 2);
 }
 
 #[test]

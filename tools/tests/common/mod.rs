@@ -51,3 +51,11 @@ pub fn is_root() -> bool {
         .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
         .unwrap_or(false)
 }
+
+/// The value of counter `name` in what `--stats` printed.
+pub fn counter(out: &str, name: &str) -> Option<u64> {
+    out.lines().find_map(|l| {
+        let mut w = l.split_whitespace();
+        (w.next() == Some(name)).then(|| w.next()?.parse().ok()).flatten()
+    })
+}
