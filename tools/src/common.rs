@@ -149,6 +149,18 @@ impl CommonArgs {
     }
 }
 
+/// The GID at `index` that a tool's `flag` (`-g`, `-x`) asked for, if the
+/// device has it and can send from it; otherwise one line saying what to give.
+pub fn source_gid(ctx: &Context, flag: &str, index: usize) -> Result<uroce_verbs::Gid, String> {
+    ctx.source_gid(index).map_err(|e| match e {
+        uroce_verbs::Error::NoSuchGid { len, .. } => format!(
+            "{flag} {index}: {} has no GID index {index} (it has {len}: 0 the IPv6 link-local GID, 1 the IPv4 one): give {flag} 1, or {flag} 0",
+            ctx.link_info().name
+        ),
+        e => format!("{flag} {index}: {e}"),
+    })
+}
+
 /// `cap.pcap` with suffix `server` -> `cap-server.pcap`.
 fn suffixed(p: &std::path::Path, suffix: &str) -> PathBuf {
     let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();

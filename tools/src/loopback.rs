@@ -122,16 +122,19 @@ thread_local! {
 /// the peer closed or was not there, the failure is noted as a symptom on this
 /// thread: in `--loopback` the other end's error is the cause.
 pub fn exchange_error(what: &str, e: &io::Error) -> String {
-    if is_peer_gone(e) {
-        note_peer_gone();
-    }
+    note_if_peer_gone(e);
     format!("{what}: {e}")
 }
 
-/// Whether `e` says the peer closed the connection or was not there.
-pub fn is_peer_gone(e: &io::Error) -> bool {
+/// Whether `e` says the peer closed the connection or was not there; if so,
+/// that is noted on this thread ([`note_peer_gone`]).
+pub fn note_if_peer_gone(e: &io::Error) -> bool {
     use io::ErrorKind::*;
-    matches!(e.kind(), UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe | ConnectionRefused)
+    let gone = matches!(e.kind(), UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe | ConnectionRefused);
+    if gone {
+        note_peer_gone();
+    }
+    gone
 }
 
 /// Notes, on this thread, that the end running here fails because its peer
@@ -170,20 +173,13 @@ pub fn run_pair(
     match first {
         Ok(()) => match rx.recv() {
             Ok((end, (r, _))) => r.map_err(|e| labelled(end, e)),
-            Err(_) => Err(format!("the {} thread panicked", other(first_end).label())),
+            Err(_) => Err("the other end's thread panicked".into()),
         },
         Err(e) if symptom => match rx.recv_timeout(CAUSE_GRACE) {
             Ok((end, (Err(cause), _))) => Err(labelled(end, cause)),
             _ => Err(labelled(first_end, e)),
         },
         Err(e) => Err(labelled(first_end, e)),
-    }
-}
-
-fn other(end: End) -> End {
-    match end {
-        End::Server => End::Client,
-        End::Client => End::Server,
     }
 }
 

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{is_root, uroce, wait_output};
+use common::{skip_unless_root_with, uroce, wait_output};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,14 +21,6 @@ fn ip(ns: Option<&str>, args: &[&str]) {
     }
     let out = cmd.args(args).output().expect("ip");
     assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// The two namespaces, deleted on drop.
@@ -176,8 +168,7 @@ fn pingpong(lab: &Lab, name: &str, server: &End, client: &End, port: u16) {
 
 #[test]
 fn every_pair_of_links_runs_with_link_local_and_global_ipv6_gids() {
-    if !is_root() || !have("ip") || !have("tshark") {
-        println!("SKIP: every_pair_of_links_runs_with_link_local_and_global_ipv6_gids: needs root, ip and tshark");
+    if skip_unless_root_with("every_pair_of_links_runs_with_link_local_and_global_ipv6_gids", &["ip", "tshark"]) {
         return;
     }
     let lab = Lab::new("p");
@@ -215,8 +206,7 @@ fn every_pair_of_links_runs_with_link_local_and_global_ipv6_gids() {
 
 #[test]
 fn rping_runs_over_ipv6() {
-    if !is_root() || !have("ip") || !have("tshark") {
-        println!("SKIP: rping_runs_over_ipv6: needs root, ip and tshark");
+    if skip_unless_root_with("rping_runs_over_ipv6", &["ip", "tshark"]) {
         return;
     }
     let lab = Lab::new("r");
@@ -267,8 +257,7 @@ c.recv(5)
 
 #[test]
 fn a_peer_no_neighbour_answers_for_is_named() {
-    if !is_root() || !have("ip") || !have("python3") {
-        println!("SKIP: a_peer_no_neighbour_answers_for_is_named: needs root, ip and python3");
+    if skip_unless_root_with("a_peer_no_neighbour_answers_for_is_named", &["ip", "python3"]) {
         return;
     }
     let lab = Lab::new("n");

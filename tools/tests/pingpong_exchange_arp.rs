@@ -13,13 +13,9 @@
 
 mod common;
 
-use common::is_root;
+use common::{have, is_root};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn have(tool: &str) -> bool {
-    Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
-}
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("ip");

@@ -273,8 +273,7 @@ impl Comm {
     }
 
     fn failed(&self, doing: &str, what: &str, e: std::io::Error) -> String {
-        let why = if crate::loopback::is_peer_gone(&e) {
-            crate::loopback::note_peer_gone();
+        let why = if crate::loopback::note_if_peer_gone(&e) {
             "the peer closed the connection (its output says why)".to_string()
         } else {
             e.to_string()

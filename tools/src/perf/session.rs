@@ -62,13 +62,7 @@ pub fn blank_wc() -> WorkCompletion {
 pub fn choose_gid(ctx: &Context, p: &Params) -> Result<(u8, Gid), String> {
     let len = ctx.query_port().gid_tbl_len as usize;
     if let Some(x) = p.gid_index {
-        let gid = ctx.source_gid(x.into()).map_err(|e| match e {
-            uroce_verbs::Error::NoSuchGid { .. } => format!(
-                "-x {x}: {} has no GID index {x} (it has {len}: 0 the IPv6 link-local GID, 1 the IPv4 one): give -x 1, or -x 0",
-                ctx.link_info().name
-            ),
-            e => format!("-x {x}: {e}"),
-        })?;
+        let gid = crate::common::source_gid(ctx, "-x", x.into())?;
         return Ok((x, gid));
     }
     // perftest's choice among the GIDs this device can send from.

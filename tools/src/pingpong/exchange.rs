@@ -4,7 +4,7 @@
 //! client sends first, the server answers after connecting its QP, and the
 //! client closes with `"done"`.
 
-use crate::loopback::{exchange_error, is_peer_gone, note_peer_gone};
+use crate::loopback::{exchange_error, note_if_peer_gone};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -92,9 +92,7 @@ pub fn client(host: &str, port: u16, mine: &Dest, drive: &mut dyn FnMut()) -> Re
     let mut last = io::Error::from(io::ErrorKind::ConnectionRefused);
     let mut stream =
         addrs.into_iter().find_map(|a| TcpStream::connect(a).map_err(|e| last = e).ok()).ok_or_else(|| {
-            if is_peer_gone(&last) {
-                note_peer_gone();
-            }
+            note_if_peer_gone(&last);
             cant()
         })?;
     let peer_ip = stream.peer_addr().map_err(|e| e.to_string())?.ip();

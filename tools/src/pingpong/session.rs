@@ -162,17 +162,7 @@ pub(crate) fn check_params(p: &Params, ctx: &Context) -> Result<(), String> {
     if p.sl > 15 {
         return Err(format!("-l {}: a service level is 0 to 15", p.sl));
     }
-    let gid_idx = p.gid_idx.unwrap_or(1);
-    match ctx.source_gid(gid_idx) {
-        Err(Error::NoSuchGid { len, .. }) => {
-            return Err(format!(
-                "-g {gid_idx}: {} has no GID index {gid_idx} (it has {len}: 0 the IPv6 link-local GID, 1 the IPv4 one): give -g 1, or -g 0",
-                ctx.link_info().name
-            ))
-        }
-        Err(e) => return Err(format!("-g {gid_idx}: {e}")),
-        Ok(_) => {}
-    }
+    crate::common::source_gid(ctx, "-g", p.gid_idx.unwrap_or(1))?;
     Ok(())
 }
 

@@ -59,3 +59,23 @@ pub fn counter(out: &str, name: &str) -> Option<u64> {
         (w.next() == Some(name)).then(|| w.next()?.parse().ok()).flatten()
     })
 }
+
+/// Whether `tool` is on the PATH.
+pub fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|st| st.success())
+}
+
+/// Prints why `test` cannot run, and says so, when it is not root or one of
+/// `tools` is missing.
+pub fn skip_unless_root_with(test: &str, tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools.iter().copied().filter(|t| !have(t)).collect();
+    if is_root() && missing.is_empty() {
+        return false;
+    }
+    println!("SKIP: {test}: needs root and {} (missing: {missing:?}, root: {})", tools.join(", "), is_root());
+    true
+}
