@@ -117,6 +117,21 @@ impl Gid {
     pub const fn from_ipv4(ip: [u8; 4]) -> Gid {
         Gid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ip[0], ip[1], ip[2], ip[3]])
     }
+    /// The GID of an IP address: IPv4-mapped for IPv4.
+    pub fn from_ip(ip: core::net::IpAddr) -> Gid {
+        match ip {
+            core::net::IpAddr::V4(v4) => Gid::from_ipv4(v4.octets()),
+            core::net::IpAddr::V6(v6) => Gid(v6.octets()),
+        }
+    }
+    /// The IP address packets to this GID go to: IPv4 for a mapped GID.
+    pub fn ip(&self) -> core::net::IpAddr {
+        let v6 = core::net::Ipv6Addr::from(self.0);
+        match v6.to_ipv4_mapped() {
+            Some(v4) => core::net::IpAddr::V4(v4),
+            None => core::net::IpAddr::V6(v6),
+        }
+    }
     /// The IPv4 address when this GID is IPv4-mapped.
     pub fn ipv4(&self) -> Option<[u8; 4]> {
         let b = &self.0;
