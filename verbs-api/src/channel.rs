@@ -1,7 +1,6 @@
 //! Completion channels: a file descriptor (an eventfd) that becomes readable
 //! when an armed CQ gets a completion, for event-driven programs (epoll, mio).
 
-use crate::context::Shared;
 use crate::cq::{Cq, CqInner};
 use crate::error::Error;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -10,7 +9,6 @@ use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
-use uroce_transport::engine::CqHandle;
 
 /// `struct ibv_comp_channel`: cheap to clone.
 #[derive(Clone)]
@@ -64,7 +62,8 @@ impl CompChannel {
         None
     }
 
-    fn fire(&self, cq: Weak<CqInner>) {
+    /// An armed CQ got a completion (the driver calls this with its lock let go).
+    pub(crate) fn fire(&self, cq: Weak<CqInner>) {
         self.0.ready.lock().unwrap_or_else(|e| e.into_inner()).push_back(cq);
         let _ = self.0.efd.write(1);
     }
@@ -79,46 +78,5 @@ impl AsFd for CompChannel {
 impl AsRawFd for CompChannel {
     fn as_raw_fd(&self) -> RawFd {
         self.0.efd.as_fd().as_raw_fd()
-    }
-}
-
-struct Armed {
-    cq: CqHandle,
-    inner: Weak<CqInner>,
-    channel: CompChannel,
-}
-
-/// The CQs armed with `req_notify`, checked after every progress round.
-#[derive(Default)]
-pub(crate) struct Notifier {
-    armed: Mutex<Vec<Armed>>,
-}
-
-impl Notifier {
-    pub fn arm(&self, cq: CqHandle, inner: Weak<CqInner>, channel: CompChannel) {
-        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-        if !armed.iter().any(|a| a.cq == cq) {
-            armed.push(Armed { cq, inner, channel });
-        }
-    }
-
-    /// Fires (and disarms) every armed CQ that holds a completion. Solicited-only
-    /// arming is treated as arming for every completion: a superset of events.
-    pub fn fire(&self, shared: &Shared) {
-        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-        if armed.is_empty() {
-            return;
-        }
-        let engine = shared.engine();
-        armed.retain(|a| {
-            if a.inner.strong_count() == 0 {
-                return false;
-            }
-            if engine.cq_len(a.cq) == 0 {
-                return true;
-            }
-            a.channel.fire(a.inner.clone());
-            false
-        });
     }
 }

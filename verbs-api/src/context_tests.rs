@@ -1,37 +1,84 @@
-//! The transmit handoff between a poster and a thread holding the path.
+//! The driver under the contexts: posts leave from the posting thread, and
+//! contexts opened on one device share its driver.
 
 use crate::*;
 use std::time::{Duration, Instant};
 
-/// On a manual context, a packet posted while another thread runs a round
-/// (holds the transmit buffers) leaves when that thread lets go, with no
-/// further `progress` on the sender: the peer alone, progressing, gets it.
+fn manual(seed: u64) -> OpenOptions {
+    OpenOptions { progress: Progress::Manual, seed: Some(seed), ..OpenOptions::default() }
+}
+
+/// Connects `a` (on `ca`) and `b` (on `cb`) to each other over GID 1.
+fn connect(ca: &Context, a: &Qp, cb: &Context, b: &Qp) {
+    a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), cb.query_gid(1).unwrap())).unwrap();
+    b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ca.query_gid(1).unwrap())).unwrap();
+}
+
+/// Progresses both contexts until `done` or 5 s pass.
+fn progress_until(ctxs: &[&Context], mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done() && Instant::now() < deadline {
+        for c in ctxs {
+            c.progress();
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// On a manual context nobody else sends: a post's packet is on the wire
+/// when the post returns, with no `progress` on the sender.
 #[test]
-fn a_post_during_a_round_leaves_when_the_round_ends() {
-    let opts = OpenOptions { progress: Progress::Manual, seed: Some(37), ..OpenOptions::default() };
-    let ctx_a = Device::open_with("udp:127.0.37.1", &opts).unwrap();
-    let ctx_b = Device::open_with("udp:127.0.37.2", &opts).unwrap();
+fn a_post_leaves_from_the_posting_thread() {
+    let ctx_a = Device::open_with("udp:127.0.38.1", &manual(38)).unwrap();
+    let ctx_b = Device::open_with("udp:127.0.38.2", &manual(38)).unwrap();
     let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
     let (cq_a, cq_b) = (ctx_a.create_cq(16, None).unwrap(), ctx_b.create_cq(16, None).unwrap());
     let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
     let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
-    a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), ctx_b.query_gid(1).unwrap())).unwrap();
-    b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ctx_a.query_gid(1).unwrap())).unwrap();
+    connect(&ctx_a, &a, &ctx_b, &b);
     let remote = pd_b.reg_mr(8, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
     let local = pd_a.reg_mr_with(vec![7; 8], AccessFlags::LOCAL_WRITE).unwrap();
 
-    let round = ctx_a.shared().tx.lock().unwrap();
     let write = WrOp::RdmaWrite { remote_addr: remote.addr(), rkey: remote.rkey() };
     a.post_send(&SendWr::new(1, write, vec![local.sge(0, 8)])).unwrap();
-    assert_eq!(ctx_a.link_stats().tx_packets, 0, "the round holds the path: the post could not send");
-    drop(round);
-    ctx_a.shared().send_kicked();
-    assert_eq!(ctx_a.link_stats().tx_packets, 1, "the round's end sent it");
-
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while remote.to_vec() != vec![7; 8] && Instant::now() < deadline {
-        ctx_b.progress();
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    assert_eq!(ctx_a.link_stats().tx_packets, 1, "the post sent its packet");
+    progress_until(&[&ctx_b], || remote.to_vec() == vec![7; 8]);
     assert_eq!(remote.to_vec(), vec![7; 8]);
+}
+
+/// Two contexts on one device share its driver: one QPN space, and QPs of
+/// the two connect to each other (rdma-core's tests do this); each
+/// context's objects stay its own.
+#[test]
+fn contexts_on_one_device_share_its_driver() {
+    let one = Device::open_with("udp:127.0.38.3", &manual(39)).unwrap();
+    let two = Device::open_with("udp:127.0.38.3", &manual(39)).unwrap();
+    let (pd1, pd2) = (one.alloc_pd(), two.alloc_pd());
+    let (cq1, cq2) = (one.create_cq(16, None).unwrap(), two.create_cq(16, None).unwrap());
+    let a = pd1.create_qp(&QpInit::rc(&cq1, &cq1)).unwrap();
+    let b = pd2.create_qp(&QpInit::rc(&cq2, &cq2)).unwrap();
+    assert_ne!(a.qp_num(), b.qp_num(), "one QPN space");
+    let wrong = pd2.create_qp(&QpInit::rc(&cq1, &cq1)).err().expect("a CQ of the other context");
+    assert!(wrong.to_string().contains("CQ of another context"), "{wrong}");
+    connect(&one, &a, &two, &b);
+
+    let remote = pd2.reg_mr(16, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    let local = pd1.reg_mr_with(vec![5; 16], AccessFlags::LOCAL_WRITE).unwrap();
+    let write = WrOp::RdmaWrite { remote_addr: remote.addr(), rkey: remote.rkey() };
+    a.post_send(&SendWr::new(9, write, vec![local.sge(0, 16)])).unwrap();
+    let mut wc = [WorkCompletion::default()];
+    progress_until(&[&one], || remote.to_vec() == vec![5; 16] && cq1.poll(&mut wc) == 1);
+    assert_eq!(remote.to_vec(), vec![5; 16]);
+    assert_eq!((wc[0].wr_id, wc[0].status), (9, WcStatus::Success));
+    assert_eq!(one.link_stats(), two.link_stats(), "one link");
+}
+
+/// A second open of a device asks for its driver as the first open made it.
+#[test]
+fn a_second_open_with_other_options_is_refused() {
+    let _first = Device::open_with("udp:127.0.38.4", &manual(40)).unwrap();
+    let err = Device::open("udp:127.0.38.4").err().expect("another progress mode");
+    let text = err.to_string();
+    assert!(text.contains("udp:127.0.38.4 is open already in this process (Manual progress)"), "{text}");
+    assert!(text.contains("open it with the same options"), "{text}");
 }

@@ -26,7 +26,7 @@ impl Context {
         if cqe == 0 || cqe > max {
             return Err(Error::InvalidValue { verb: "ibv_create_cq", what: format!("cqe {cqe} (1..={max})") });
         }
-        let handle = self.shared().engine().create_cq(cqe);
+        let handle = self.driver().lock().engine.create_cq(cqe);
         Ok(Cq(Arc::new(CqInner { ctx: self.clone(), handle, channel: channel.cloned(), cqe })))
     }
 
@@ -40,12 +40,12 @@ impl Cq {
     /// Moves up to `wcs.len()` completions out (`ibv_poll_cq`); returns how many.
     /// Each failed one is also explained in one tracing line.
     pub fn poll(&self, wcs: &mut [WorkCompletion]) -> usize {
-        let shared = self.0.ctx.shared();
+        let driver = self.0.ctx.driver();
         let mut n = 0;
         {
-            let mut engine = shared.engine();
+            let mut core = driver.lock();
             while n < wcs.len() {
-                match engine.poll_cq(self.0.handle) {
+                match core.engine.poll_cq(self.0.handle) {
                     Some(wc) => {
                         wcs[n] = wc;
                         n += 1;
@@ -54,7 +54,7 @@ impl Cq {
                 }
             }
         }
-        if n == 0 && shared.help(self.0.ctx.progress_mode()) > 0 {
+        if n == 0 && driver.help() > 0 {
             return self.poll(wcs);
         }
         for wc in &wcs[..n] {
@@ -97,14 +97,14 @@ impl Cq {
             verb: "ibv_req_notify_cq",
             what: "a CQ created without a completion channel".into(),
         })?;
-        self.0.ctx.shared().notifier.arm(self.0.handle, Arc::downgrade(&self.0), channel);
+        self.0.ctx.driver().arm(self.0.handle, Arc::downgrade(&self.0), channel);
         Ok(())
     }
 
     /// Whether the CQ overflowed (after which it takes no more completions; an
     /// `Event::CqError` was raised).
     pub fn overflowed(&self) -> bool {
-        self.0.ctx.shared().engine().cq_overflowed(self.0.handle)
+        self.0.ctx.driver().lock().engine.cq_overflowed(self.0.handle)
     }
 
     /// The number of entries the CQ was created with.

@@ -3,7 +3,7 @@
 
 use crate::context::{Context, OpenOptions};
 use crate::error::Error;
-use uroce_stack::link::{spec, Capture, Impair, LinkInfo};
+use uroce_stack::link::LinkInfo;
 use uroce_transport::engine::{Mtu, MAX_MSG_SZ, MAX_RD_ATOMIC};
 
 /// A device that can be opened: a link named by its spec, e.g. `udp:127.0.0.1`,
@@ -35,15 +35,7 @@ impl Device {
 
     /// Opens a device with options: progress mode, seed, capture, impairment.
     pub fn open_with(spec: &str, opts: &OpenOptions) -> Result<Context, Error> {
-        let mut link = spec::open(spec).map_err(Error::Device)?;
-        if let Some(cfg) = opts.impair {
-            link = Box::new(Impair::new(link, cfg));
-        }
-        if let Some(path) = &opts.pcap {
-            let captured = Capture::to_file(link, path).map_err(|err| Error::Os { verb: "pcap capture", err })?;
-            link = Box::new(captured);
-        }
-        let ctx = Context::start(link, opts)?;
+        let ctx = Context::new(crate::driver::open_device(spec, opts)?);
         crate::cm::note_context(&ctx);
         Ok(ctx)
     }

@@ -44,6 +44,7 @@ mod context;
 mod cq;
 mod device;
 mod diag;
+mod driver;
 mod error;
 pub mod guide;
 mod memory;

@@ -17,7 +17,7 @@ pub(crate) struct PdInner {
 
 impl Pd {
     pub(crate) fn new(ctx: Context) -> Pd {
-        let pd = ctx.shared().engine().alloc_pd();
+        let pd = ctx.driver().lock().engine.alloc_pd();
         Pd(Arc::new(PdInner { ctx, pd }))
     }
 
@@ -46,8 +46,9 @@ impl Pd {
         let len = bytes.read().len();
         let keys = self
             .context()
-            .shared()
-            .engine()
+            .driver()
+            .lock()
+            .engine
             .reg_mr(self.0.pd, addr, Box::new(bytes.clone()), access)
             .map_err(Error::engine("ibv_reg_mr"))?;
         Ok(Mr(Arc::new(MrInner { pd: self.clone(), bytes, addr, len, lkey: keys.lkey, rkey: keys.rkey })))
@@ -99,7 +100,7 @@ struct MrInner {
 
 impl Drop for MrInner {
     fn drop(&mut self) {
-        let _ = self.pd.context().shared().engine().dereg_mr(self.lkey);
+        let _ = self.pd.context().driver().lock().engine.dereg_mr(self.lkey);
     }
 }
 

@@ -7,8 +7,8 @@ use crate::memory::Pd;
 use crate::srq::Srq;
 use std::sync::Arc;
 use uroce_transport::engine::{
-    AccessFlags, AddressVector, Engine, Error as EngineError, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
-    QpType, RecvWr, SendWr, MAX_RD_ATOMIC,
+    AccessFlags, AddressVector, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, RecvWr, SendWr,
+    MAX_RD_ATOMIC,
 };
 
 /// What `create_qp` needs (`struct ibv_qp_init_attr`).
@@ -130,27 +130,14 @@ struct QpInner {
 
 impl Drop for QpInner {
     fn drop(&mut self) {
-        let _ = self.pd.context().shared().engine().destroy_qp(self.qpn);
+        let _ = self.pd.context().driver().lock().engine.destroy_qp(self.qpn);
     }
 }
 
 impl Pd {
     /// `ibv_create_qp`: a QP in RESET.
     pub fn create_qp(&self, init: &QpInit) -> Result<Qp, Error> {
-        self.create_qp_with(init, Engine::create_qp)
-    }
-
-    /// QP1, the GSI QP that carries rdma_cm's MADs: UD, QP number 1.
-    pub(crate) fn create_gsi_qp(&self, init: &QpInit) -> Result<Qp, Error> {
-        self.create_qp_with(init, Engine::create_gsi_qp)
-    }
-
-    fn create_qp_with(
-        &self,
-        init: &QpInit,
-        create: fn(&mut Engine, QpInitAttr) -> Result<u32, EngineError>,
-    ) -> Result<Qp, Error> {
-        let same_ctx = |cq: &Cq| std::ptr::eq(cq.context().shared(), self.context().shared());
+        let same_ctx = |cq: &Cq| Arc::ptr_eq(&cq.context().0, &self.context().0);
         if !same_ctx(&init.send_cq) || !same_ctx(&init.recv_cq) {
             return Err(Error::InvalidValue { verb: "ibv_create_qp", what: "CQ of another context".into() });
         }
@@ -164,9 +151,9 @@ impl Pd {
             sq_sig_all: init.sq_sig_all,
         };
         let (qpn, initial_psn) = {
-            let mut engine = self.context().shared().engine();
-            let qpn = create(&mut engine, attr).map_err(Error::engine("ibv_create_qp"))?;
-            (qpn, engine.random_psn())
+            let mut core = self.context().driver().lock();
+            let qpn = core.engine.create_qp(attr).map_err(Error::engine("ibv_create_qp"))?;
+            (qpn, core.engine.random_psn())
         };
         Ok(Qp(Arc::new(QpInner {
             pd: self.clone(),
@@ -210,15 +197,13 @@ impl Qp {
                 .source_gid(index)
                 .map_err(|e| Error::InvalidValue { verb: "ibv_modify_qp", what: format!("ah_attr.sgid_index: {e}") })?;
         }
-        let shared = self.0.pd.context().shared();
-        let r = shared.engine().modify_qp(self.0.qpn, attr, mask).map_err(Error::engine("ibv_modify_qp"));
-        shared.kick();
-        r
+        let driver = self.0.pd.context().driver();
+        driver.post(|e| e.modify_qp(self.0.qpn, attr, mask)).map_err(Error::engine("ibv_modify_qp"))
     }
 
     /// `ibv_query_qp`.
     pub fn query(&self) -> QpAttr {
-        self.0.pd.context().shared().engine().query_qp(self.0.qpn).unwrap_or_default()
+        self.0.pd.context().driver().lock().engine.query_qp(self.0.qpn).unwrap_or_default()
     }
 
     /// The current state.
@@ -303,17 +288,13 @@ impl Qp {
 
     /// `ibv_post_send` of a list; stops at the first refused WR and says which.
     pub fn post_send_list(&self, wrs: &[SendWr]) -> Result<(), PostError> {
-        let shared = self.0.pd.context().shared();
-        let result = {
-            let mut engine = shared.engine();
+        self.0.pd.context().driver().post(|engine| {
             wrs.iter().enumerate().try_for_each(|(index, wr)| {
                 engine
                     .post_send(self.0.qpn, wr.clone())
                     .map_err(|err| PostError { index, error: Error::Engine { verb: "ibv_post_send", err } })
             })
-        };
-        shared.kick();
-        result
+        })
     }
 
     /// `ibv_post_recv` of one WR.
@@ -323,18 +304,14 @@ impl Qp {
 
     /// `ibv_post_recv` of a list; stops at the first refused WR and says which.
     pub fn post_recv_list(&self, wrs: &[RecvWr]) -> Result<(), PostError> {
-        let shared = self.0.pd.context().shared();
-        let result = {
-            let mut engine = shared.engine();
+        // A receive may release a peer waiting on RNR: nothing to send now, but
+        // the engine may have queued an ACK.
+        self.0.pd.context().driver().post(|engine| {
             wrs.iter().enumerate().try_for_each(|(index, wr)| {
                 engine
                     .post_recv(self.0.qpn, wr.clone())
                     .map_err(|err| PostError { index, error: Error::Engine { verb: "ibv_post_recv", err } })
             })
-        };
-        // A receive may release a peer waiting on RNR: nothing to send now, but
-        // the engine may have queued an ACK.
-        shared.kick();
-        result
+        })
     }
 }

@@ -20,8 +20,9 @@ impl Pd {
     pub fn create_srq(&self, attr: SrqAttr) -> Result<Srq, Error> {
         let handle = self
             .context()
-            .shared()
-            .engine()
+            .driver()
+            .lock()
+            .engine
             .create_srq(self.handle(), attr)
             .map_err(Error::engine("ibv_create_srq"))?;
         Ok(Srq(Arc::new(SrqInner { pd: self.clone(), handle })))
@@ -31,19 +32,19 @@ impl Pd {
 impl Srq {
     /// Posts one receive to the SRQ (`ibv_post_srq_recv`).
     pub fn post_recv(&self, wr: &RecvWr) -> Result<(), Error> {
-        let shared = self.0.pd.context().shared();
-        shared.engine().post_srq_recv(self.0.handle, wr.clone()).map_err(Error::engine("ibv_post_srq_recv"))
+        let driver = self.0.pd.context().driver();
+        driver.post(|e| e.post_srq_recv(self.0.handle, wr.clone())).map_err(Error::engine("ibv_post_srq_recv"))
     }
 
     /// Arms the limit event again (`ibv_modify_srq` with IBV_SRQ_LIMIT).
     pub fn modify_limit(&self, limit: u32) -> Result<(), Error> {
-        let shared = self.0.pd.context().shared();
-        shared.engine().modify_srq_limit(self.0.handle, limit).map_err(Error::engine("ibv_modify_srq"))
+        let mut core = self.0.pd.context().driver().lock();
+        core.engine.modify_srq_limit(self.0.handle, limit).map_err(Error::engine("ibv_modify_srq"))
     }
 
     /// Receives posted and not yet consumed.
     pub fn len(&self) -> usize {
-        self.0.pd.context().shared().engine().srq_len(self.0.handle)
+        self.0.pd.context().driver().lock().engine.srq_len(self.0.handle)
     }
 
     /// Whether no receive is posted.

@@ -185,8 +185,11 @@ fn bad_devices_say_what_to_do() {
     assert!(err("eth0").contains("expected udp:IP"), "{}", err("eth0"));
     assert!(err("udp:192.0.2.77").contains("not an address of this host"), "{}", err("udp:192.0.2.77"));
     assert!(err("packet:uroce-nope0").contains("no interface named"), "{}", err("packet:uroce-nope0"));
+    // A port another socket holds (another process's, say) is in use.
+    let holder = std::net::UdpSocket::bind("127.0.37.9:4791").unwrap();
+    assert!(Device::open("udp:127.0.37.9").err().unwrap().to_string().contains("in use"));
+    drop(holder);
     let ctx = Device::open("udp:127.0.37.1").unwrap();
-    assert!(Device::open("udp:127.0.37.1").err().unwrap().to_string().contains("in use"));
     assert!(ctx.query_gid(9).unwrap_err().to_string().contains("no GID index 9"));
     assert!(devices().iter().any(|d| d.name == "udp:127.0.0.1"));
 }

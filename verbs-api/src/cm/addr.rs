@@ -35,15 +35,16 @@ impl CmId {
             true => None,
             false => Some(device_with(addr.ip(), verb)?),
         };
-        // The agent first: starting it takes its lock, which comes before an ID's.
-        let agent = ctx.as_ref().map(registry::agent_for).transpose()?;
-        let pick = ctx.as_ref().map_or(0, |c| c.shared().engine().random_psn());
+        if let Some(c) = &ctx {
+            registry::start_cm(c)?;
+        }
+        let pick = ctx.as_ref().map_or(0, |c| c.driver().lock().engine.random_psn());
         let port = registry::bind(self.0.ps, addr, self.0.key, Arc::downgrade(&self.0), pick)?;
         let mut st = self.state();
         st.src = Some(SocketAddr::new(addr.ip(), port));
         st.cma = CmaState::AddrBound;
-        if let (Some(ctx), Some(agent)) = (ctx, agent) {
-            attach(self, &mut st, ctx, agent);
+        if let Some(ctx) = ctx {
+            attach(self, &mut st, ctx);
         }
         Ok(())
     }
@@ -63,21 +64,21 @@ impl CmId {
             }
             (st.src.expect("bound"), st.ctx.clone())
         };
-        let agents = match &ctx {
-            Some(c) => vec![registry::agent_for(c)?],
-            None => registry::all_agents()?,
+        let devices = match ctx {
+            Some(c) => vec![c],
+            None => registry::all_devices()?,
         };
         let service_id = self.0.ps.service_id(src.port());
         {
             let mut st = self.state();
             st.cma = CmaState::Listen;
-            st.listen_agents = agents.clone();
+            st.listen_devices = devices.clone();
         }
         registry::add_listener(Bound { ps: self.0.ps, addr: src, key: self.0.key, id: Arc::downgrade(&self.0) });
-        for a in &agents {
-            a.register_service(service_id, self.0.key);
+        for ctx in &devices {
+            ctx.driver().with_cm(|qp1, _| qp1.register_service(service_id, self.0.key))?;
             if let Some(ch) = self.0.channel.upgrade() {
-                ch.note_context(&a.ctx);
+                ch.note_context(ctx);
             }
         }
         Ok(())
@@ -107,10 +108,10 @@ impl CmId {
             // Bound to the wildcard: the device that reaches dst decides the source.
             let ctx = device_for(dst.ip(), VERB)?;
             let ip = device_ip(&ctx, dst.is_ipv4()).ok_or_else(|| no_family(&ctx, dst, VERB))?;
-            let agent = registry::agent_for(&ctx)?;
+            registry::start_cm(&ctx)?;
             let mut st = self.state();
             st.src = Some(SocketAddr::new(ip, bound.map_or(0, |b| b.port())));
-            attach(self, &mut st, ctx, agent);
+            attach(self, &mut st, ctx);
         }
         let mut st = self.state();
         st.dst = Some(dst);
@@ -155,13 +156,12 @@ impl CmId {
     }
 }
 
-/// The ID uses `ctx` and its agent; its channel drives the context if it
-/// is a manual-progress one.
-fn attach(id: &CmId, st: &mut IdState, ctx: Context, agent: Arc<super::agent::Agent>) {
+/// The ID uses `ctx` (whose driver serves its connection); its channel
+/// drives the context if it is a manual-progress one.
+fn attach(id: &CmId, st: &mut IdState, ctx: Context) {
     if let Some(ch) = id.0.channel.upgrade() {
         ch.note_context(&ctx);
     }
-    st.agent = Some(agent);
     st.ctx = Some(ctx);
 }
 

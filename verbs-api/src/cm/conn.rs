@@ -5,6 +5,7 @@
 use super::event::libc_errno::EINVAL;
 use super::event::{ConnParam, RDMA_MAX_RESP_RES};
 use super::id::{cm_err, connect_qp, qp_to_err, CmId, CmaState, IdState};
+use super::qp1::Qp1;
 use super::qp_attr::{mtu_from_wire, ConnInfo};
 use crate::context::Context;
 use crate::error::Error;
@@ -40,21 +41,14 @@ impl CmId {
                 format!("{} bytes of private data, at most {CONNECT_PRIVATE_DATA_LEN}", param.private_data.len());
             return Err(cm_err(VERB, EINVAL, what));
         }
-        let (ctx, agent, route, src, dst, qpn) = {
+        let (ctx, route, src, dst, qpn) = {
             let st = self.state();
             if st.cma != CmaState::RouteResolved {
                 return Err(cm_err(VERB, EINVAL, format!("the ID is in state {:?}: resolve the route first", st.cma)));
             }
             let qpn = st.qp.as_ref().map_or(param.qp_num, |q| q.qp_num());
             let ctx = st.ctx.clone().expect("route resolved");
-            (
-                ctx,
-                st.agent.clone().expect("route resolved"),
-                st.route.expect("resolved"),
-                st.src.expect("bound"),
-                st.dst.expect("resolved"),
-                qpn,
-            )
+            (ctx, st.route.expect("resolved"), st.src.expect("bound"), st.dst.expect("resolved"), qpn)
         };
         let dev = ctx.query_device();
         let rr = within(VERB, "responder_resources", param.responder_resources, dev.max_qp_rd_atom)?;
@@ -62,7 +56,7 @@ impl CmId {
         let mut private = vec![0u8; CMA_HDR_LEN];
         CmaHdr::new(src.ip(), src.port(), dst.ip()).emit(&mut private);
         private.extend_from_slice(&param.private_data);
-        let seq_num = ctx.shared().engine().random_psn();
+        let seq_num = ctx.driver().lock().engine.random_psn();
         let p = ConnectParams {
             dgid: route.dgid,
             service_id: self.0.ps.service_id(dst.port()),
@@ -91,21 +85,23 @@ impl CmId {
             max_cm_retries: param.max_cm_retries,
             private_data: private,
         };
-        let mut a = agent.lock();
-        let comm = a.cm.connect(agent.now(), &p).map_err(cm_error(VERB))?;
-        a.ids.insert(comm, std::sync::Arc::downgrade(&self.0));
-        {
-            let mut st = self.state();
-            st.comm_id = Some(comm);
-            st.cma = CmaState::Connect;
-            st.seq_num = seq_num;
-            st.responder_resources = rr;
-            st.initiator_depth = depth;
-            st.retry_count = param.retry_count.min(7);
-        }
-        agent.flush(&mut a);
-        drop(a);
-        agent.ring();
+        // The ID's state first, then the driver's lock (rdma_cm's order).
+        let mut st = self.state();
+        let weak = std::sync::Arc::downgrade(&self.0);
+        let comm = ctx
+            .driver()
+            .with_cm(|qp1, now| {
+                let comm = qp1.cm.connect(now, &p)?;
+                qp1.ids.insert(comm, weak);
+                Ok(comm)
+            })?
+            .map_err(cm_error(VERB))?;
+        st.comm_id = Some(comm);
+        st.cma = CmaState::Connect;
+        st.seq_num = seq_num;
+        st.responder_resources = rr;
+        st.initiator_depth = depth;
+        st.retry_count = param.retry_count.min(7);
         Ok(())
     }
 
@@ -123,7 +119,7 @@ impl CmId {
                 format!("{} bytes of private data, at most {REP_PRIVATE_DATA_LEN}", data.len()),
             ));
         }
-        let (agent, comm, info, qp) = {
+        let (ctx, comm, info, qp) = {
             let st = self.state();
             let (Some(req), Some(comm), CmaState::Connect) = (st.req.as_ref(), st.comm_id, st.cma) else {
                 return Err(cm_err(
@@ -148,7 +144,7 @@ impl CmId {
             let depth =
                 pick(param.map(|p| p.initiator_depth), st.initiator_depth, dev.max_qp_init_rd_atom, "initiator_depth")?;
             let info = passive_conn(&st, req, rr, depth);
-            (st.agent.clone().expect("a request's ID has its agent"), comm, info, st.qp.clone())
+            (ctx, comm, info, st.qp.clone())
         };
         if let Some(qp) = &qp {
             if let Err(e) = connect_qp(qp, &info) {
@@ -167,12 +163,9 @@ impl CmId {
             srq: param.is_some_and(|p| p.srq),
             private_data: data.to_vec(),
         };
-        let mut a = agent.lock();
-        a.cm.accept(agent.now(), comm, &p).map_err(cm_error(VERB))?;
-        self.state().conn = Some(info);
-        agent.flush(&mut a);
-        drop(a);
-        agent.ring();
+        let mut st = self.state();
+        ctx.driver().with_cm(|qp1, now| qp1.cm.accept(now, comm, &p))?.map_err(cm_error(VERB))?;
+        st.conn = Some(info);
         Ok(())
     }
 
@@ -184,50 +177,40 @@ impl CmId {
             let what = format!("{} bytes of private data, at most {REJ_PRIVATE_DATA_LEN}", private_data.len());
             return Err(cm_err(VERB, EINVAL, what));
         }
-        let (agent, comm) = self.connection(VERB)?;
-        let mut a = agent.lock();
-        let now = agent.now();
-        a.cm.reject(now, comm, RejReason::CONSUMER_DEFINED, &[], private_data).map_err(cm_error(VERB))?;
-        agent.flush(&mut a);
-        Ok(())
+        let (ctx, comm) = self.connection(VERB)?;
+        let reject = |qp1: &mut Qp1, now| qp1.cm.reject(now, comm, RejReason::CONSUMER_DEFINED, &[], private_data);
+        ctx.driver().with_cm(reject)?.map_err(cm_error(VERB))
     }
 
     /// `rdma_establish`, after a CONNECT_RESPONSE: the caller moved its QP
     /// (with [`CmId::init_qp_attr`]); the RTU goes out.
     pub fn establish(&self) -> Result<(), Error> {
         const VERB: &str = "rdma_establish";
-        let (agent, comm) = self.connection(VERB)?;
-        let mut a = agent.lock();
-        a.cm.ready_to_use(comm, &[]).map_err(cm_error(VERB))?;
-        agent.flush(&mut a);
-        Ok(())
+        let (ctx, comm) = self.connection(VERB)?;
+        ctx.driver().with_cm(|qp1, _| qp1.cm.ready_to_use(comm, &[]))?.map_err(cm_error(VERB))
     }
 
     /// `rdma_disconnect`: the QP goes to ERR (its WRs flush), then a DREQ, or
     /// the DREP that answers the peer's DREQ. DISCONNECTED follows.
     pub fn disconnect(&self) -> Result<(), Error> {
         const VERB: &str = "rdma_disconnect";
-        let (agent, comm) = self.connection(VERB)?;
+        let (ctx, comm) = self.connection(VERB)?;
         if let Some(qp) = self.qp() {
             qp_to_err(&qp);
         }
-        let mut a = agent.lock();
-        let now = agent.now();
         // As the kernel: start a disconnect, or answer one; in other states, nothing.
-        if a.cm.send_dreq(now, comm, &[]).is_err() {
-            let _ = a.cm.send_drep(now, comm, &[]);
-        }
-        agent.flush(&mut a);
-        drop(a);
-        agent.ring();
-        Ok(())
+        ctx.driver().with_cm(|qp1, now| {
+            if qp1.cm.send_dreq(now, comm, &[]).is_err() {
+                let _ = qp1.cm.send_drep(now, comm, &[]);
+            }
+        })
     }
 
-    /// The agent and CM connection of a connecting or connected ID.
-    fn connection(&self, verb: &'static str) -> Result<(std::sync::Arc<super::agent::Agent>, u32), Error> {
+    /// The device and CM connection of a connecting or connected ID.
+    fn connection(&self, verb: &'static str) -> Result<(Context, u32), Error> {
         let st = self.state();
-        match (st.agent.clone(), st.comm_id) {
-            (Some(a), Some(c)) => Ok((a, c)),
+        match (st.ctx.clone(), st.comm_id) {
+            (Some(ctx), Some(c)) => Ok((ctx, c)),
             _ => Err(cm_err(verb, EINVAL, format!("no connection: the ID is in state {:?}", st.cma))),
         }
     }

@@ -1,39 +1,41 @@
 //! The CM's events as rdma_cm reports them (the kernel's `cma_req_handler`
 //! and `cma_ib_handler`, with librdmacm's QP handling): a REQ finds its
 //! listener and becomes a CONNECT_REQUEST, a REP moves the QP to RTS and
-//! answers with an RTU, and so on. Runs on the agent thread, agent locked.
+//! answers with an RTU, and so on. Runs after a driver round, in order,
+//! with the driver's lock let go: an ID's lock is taken before the driver's.
 
 use super::addr::gid_index;
-use super::agent::{Agent, AgentState};
 use super::conn::{accepted_mtu, passive_conn};
 use super::event::libc_errno::{EINVAL, ETIMEDOUT};
 use super::event::{CmEvent, CmEventType, ConnParam};
 use super::id::{connect_qp, qp_to_err, CmId, CmaState, IdInner, Route};
 use super::qp_attr::ConnInfo;
 use super::registry;
+use crate::driver::Driver;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Weak};
 use uroce_transport::cm::ip::{parse_service_id, CmaHdr, CMA_HDR_LEN};
 use uroce_transport::cm::msg::{RejRepr, RepRepr, ReqRepr, TRANSPORT_RC};
 use uroce_transport::cm::timing::{ack_timeout, CMA_CM_MRA_SERVICE_TIMEOUT, CMA_IBOE_PACKET_LIFETIME};
 use uroce_transport::cm::{CmEvent as IbEvent, CommId, RejReason};
-use uroce_transport::engine::Gid;
 
-/// IDs whose events were queued: released after the agent's lock, so that
-/// a last reference never destroys an ID inside it.
+/// IDs whose events were queued: released after the round's events, so
+/// that a last reference never destroys an ID while another is handled.
 pub(crate) type Keep = Vec<Arc<IdInner>>;
 
-pub(crate) fn on_event(agent: &Arc<Agent>, st: &mut AgentState, ev: IbEvent, keep: &mut Keep) {
-    if let IbEvent::ReqReceived { id, src_gid, req } = ev {
-        on_req(agent, st, id, src_gid, req, keep);
+pub(crate) fn on_event(driver: &Driver, ev: IbEvent, keep: &mut Keep) {
+    if let IbEvent::ReqReceived { id, req, .. } = ev {
+        on_req(driver, id, req, keep);
         return;
     }
-    let Some(inner) = st.ids.get(&ev.id()).and_then(Weak::upgrade) else { return };
+    let comm = ev.id();
+    let known = driver.lock().qp1.as_ref().and_then(|q| q.ids.get(&comm).and_then(Weak::upgrade));
+    let Some(inner) = known else { return };
     keep.push(inner.clone());
     let id = CmId(inner);
     let cma = id.state().cma;
     match ev {
-        IbEvent::RepReceived { id: comm, rep } if cma == CmaState::Connect => on_rep(agent, st, &id, comm, &rep),
+        IbEvent::RepReceived { id: comm, rep } if cma == CmaState::Connect => on_rep(driver, &id, comm, &rep),
         IbEvent::RtuReceived { .. } if cma == CmaState::Connect => {
             deliver(&id, None, CmEventType::Established, 0, ConnParam::default())
         }
@@ -66,13 +68,13 @@ fn disconnected(id: &CmId, status: i32) {
 /// matches the IP CM header's destination gets CONNECT_REQUEST with a new
 /// ID; with none (or a REQ this stack cannot take), a consumer REJ, as the
 /// kernel answers when its rdma_cm handler fails.
-fn on_req(agent: &Arc<Agent>, st: &mut AgentState, comm: CommId, src: Gid, req: Box<ReqRepr>, keep: &mut Keep) {
-    let now = agent.now();
+fn on_req(driver: &Driver, comm: CommId, req: Box<ReqRepr>, keep: &mut Keep) {
     let hdr = CmaHdr::parse(&req.private_data).ok();
-    let listener = hdr.and_then(|h| find_listener(agent, &req, &h));
-    let (Some(hdr), Some(listener), TRANSPORT_RC) = (hdr, listener, req.transport_service_type) else {
+    let listener = hdr.and_then(|h| find_listener(driver, &req, &h));
+    let ctx = registry::context_on(driver);
+    let (Some(hdr), Some(listener), Some(ctx), TRANSPORT_RC) = (hdr, listener, ctx, req.transport_service_type) else {
         tracing::debug!("rdma_cm: no listener takes {req}");
-        let _ = st.cm.reject(now, comm, RejReason::CONSUMER_DEFINED, &[], &[]);
+        let _ = driver.with_cm(|qp1, now| qp1.cm.reject(now, comm, RejReason::CONSUMER_DEFINED, &[], &[]));
         return;
     };
     keep.push(listener.0.clone());
@@ -85,45 +87,46 @@ fn on_req(agent: &Arc<Agent>, st: &mut AgentState, comm: CommId, src: Gid, req: 
         c.cma = CmaState::Connect;
         c.src = Some(SocketAddr::new(hdr.dst_addr, port));
         c.dst = Some(SocketAddr::new(hdr.src_addr, hdr.src_port));
-        c.ctx = Some(agent.ctx.clone());
-        c.agent = Some(agent.clone());
+        c.ctx = Some(ctx.clone());
         c.route = Some(Route {
             sgid,
-            sgid_index: gid_index(&agent.ctx, sgid),
+            sgid_index: gid_index(&ctx, sgid),
             dgid: req.primary.local_gid,
-            path_mtu: accepted_mtu(&agent.ctx, req.path_mtu),
+            path_mtu: accepted_mtu(&ctx, req.path_mtu),
             flow_label: req.primary.flow_label,
             hop_limit: req.primary.hop_limit.max(1),
             traffic_class: req.primary.traffic_class,
         });
         c.comm_id = Some(comm);
-        c.seq_num = agent.ctx.shared().engine().random_psn();
+        c.seq_num = driver.lock().engine.random_psn();
         // The peer's initiator depth is what this side serves, and the other way round.
         c.responder_resources = req.initiator_depth;
         c.initiator_depth = req.responder_resources;
         // What accepting with the defaults gives, for callers that move their own QP first.
-        let dev = agent.ctx.query_device();
+        let dev = ctx.query_device();
         let rr = req.initiator_depth.min(dev.max_qp_rd_atom.min(255) as u8);
         let depth = req.responder_resources.min(dev.max_qp_init_rd_atom.min(255) as u8);
         c.conn = Some(passive_conn(&c, &req, rr, depth));
         c.req = Some(req);
     }
-    st.ids.insert(comm, Arc::downgrade(&child.0));
-    let _ = src;
-    // Promise an MRA while the consumer decides, sent if the peer asks again.
-    let _ = st.cm.mra(comm, CMA_CM_MRA_SERVICE_TIMEOUT, true, &[]);
+    let weak = Arc::downgrade(&child.0);
+    let _ = driver.with_cm(|qp1, _| {
+        qp1.ids.insert(comm, weak);
+        // Promise an MRA while the consumer decides, sent if the peer asks again.
+        let _ = qp1.cm.mra(comm, CMA_CM_MRA_SERVICE_TIMEOUT, true, &[]);
+    });
     deliver(&child, Some(listener), CmEventType::ConnectRequest, 0, param);
 }
 
 /// The listener on the REQ's port whose address is the header's
 /// destination (or the wildcard of its family, `::` taking IPv4 too) and
 /// whose device is this one.
-fn find_listener(agent: &Agent, req: &ReqRepr, hdr: &CmaHdr) -> Option<CmId> {
+fn find_listener(driver: &Driver, req: &ReqRepr, hdr: &CmaHdr) -> Option<CmId> {
     let (ps, port) = parse_service_id(req.service_id)?;
     let takes = |ip: IpAddr| match ip {
         IpAddr::V4(v4) if v4.is_unspecified() => hdr.dst_addr.is_ipv4(),
         IpAddr::V6(v6) if v6.is_unspecified() => true,
-        ip => ip == hdr.dst_addr && registry::has_ip(&agent.ctx, ip),
+        ip => ip == hdr.dst_addr && registry::has_ip(&driver.info, ip),
     };
     registry::listeners()
         .into_iter()
@@ -152,7 +155,7 @@ fn request_param(req: &ReqRepr) -> ConnParam {
 /// The REP of our REQ: the QP goes to RTS with what it carries, the RTU
 /// goes out, ESTABLISHED (librdmacm's `ucma_process_conn_resp`); without a
 /// QP, CONNECT_RESPONSE and the caller finishes with `establish`.
-fn on_rep(agent: &Agent, st: &mut AgentState, id: &CmId, comm: CommId, rep: &RepRepr) {
+fn on_rep(driver: &Driver, id: &CmId, comm: CommId, rep: &RepRepr) {
     let param = ConnParam {
         private_data: rep.private_data.to_vec(),
         responder_resources: rep.initiator_depth,
@@ -183,19 +186,19 @@ fn on_rep(agent: &Agent, st: &mut AgentState, id: &CmId, comm: CommId, rep: &Rep
         (conn, s.qp.clone())
     };
     let Some(qp) = qp else {
-        let _ = st.cm.mra(comm, CMA_CM_MRA_SERVICE_TIMEOUT, true, &[]);
+        let _ = driver.with_cm(|qp1, _| qp1.cm.mra(comm, CMA_CM_MRA_SERVICE_TIMEOUT, true, &[]));
         deliver(id, None, CmEventType::ConnectResponse, 0, param);
         return;
     };
     match connect_qp(&qp, &conn) {
         Ok(()) => {
-            let _ = st.cm.ready_to_use(comm, &[]);
+            let _ = driver.with_cm(|qp1, _| qp1.cm.ready_to_use(comm, &[]));
             deliver(id, None, CmEventType::Established, 0, param);
         }
         Err(e) => {
             tracing::warn!("rdma_cm: the REP's attributes do not fit the QP: {e}");
             qp_to_err(&qp);
-            let _ = st.cm.reject(agent.now(), comm, RejReason::CONSUMER_DEFINED, &[], &[]);
+            let _ = driver.with_cm(|qp1, now| qp1.cm.reject(now, comm, RejReason::CONSUMER_DEFINED, &[], &[]));
             deliver(id, None, CmEventType::ConnectError, -EINVAL, param);
         }
     }

@@ -3,7 +3,7 @@
 //! (`struct rdma_event_channel`).
 
 use super::id::{CmId, IdInner};
-use crate::context::{Context, Handle};
+use crate::context::{Context, ContextInner};
 use crate::error::Error;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
@@ -180,7 +180,7 @@ pub(crate) struct ChannelInner {
     queue: Mutex<VecDeque<CmEvent>>,
     /// Contexts whose IDs report here: manual-progress ones are driven
     /// while a caller waits.
-    contexts: Mutex<Vec<Weak<Handle>>>,
+    contexts: Mutex<Vec<Weak<ContextInner>>>,
 }
 
 impl EventChannel {

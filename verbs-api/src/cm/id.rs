@@ -1,7 +1,6 @@
 //! `struct rdma_cm_id`: what an ID is (its state, addresses, route, QP,
 //! connection), the calls that read it, and what dropping it does.
 
-use super::agent::Agent;
 use super::event::{libc_errno::EINVAL, ChannelInner, EventChannel};
 use super::qp_attr::{self, ConnInfo};
 use super::registry;
@@ -59,10 +58,10 @@ pub(crate) struct IdState {
     pub cma: CmaState,
     pub src: Option<SocketAddr>,
     pub dst: Option<SocketAddr>,
+    /// The device the ID uses; its driver serves the ID's connection on QP1.
     pub ctx: Option<Context>,
-    pub agent: Option<Arc<Agent>>,
-    /// A listener's agents (one per device it listens on).
-    pub listen_agents: Vec<Arc<Agent>>,
+    /// A listener's devices (a wildcard listener hears every device).
+    pub listen_devices: Vec<Context>,
     pub route: Option<Route>,
     pub comm_id: Option<CommId>,
     pub qp: Option<Qp>,
@@ -98,8 +97,7 @@ impl IdInner {
                 src: None,
                 dst: None,
                 ctx: None,
-                agent: None,
-                listen_agents: Vec::new(),
+                listen_devices: Vec::new(),
                 route: None,
                 comm_id: None,
                 qp: None,
@@ -125,11 +123,12 @@ impl Drop for IdInner {
         registry::unbind(self.key);
         registry::remove_listener(self.key);
         let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        for agent in st.listen_agents.drain(..) {
-            agent.unregister(self.key);
+        let key = self.key;
+        for ctx in st.listen_devices.drain(..) {
+            let _ = ctx.driver().with_cm(|qp1, _| qp1.unregister(key));
         }
-        if let (Some(agent), Some(id)) = (st.agent.take(), st.comm_id) {
-            agent.destroy(id);
+        if let (Some(ctx), Some(id)) = (st.ctx.take(), st.comm_id) {
+            let _ = ctx.driver().with_cm(|qp1, now| qp1.destroy(now, id));
         }
     }
 }

@@ -12,8 +12,9 @@
 //! and [`ConnParam::max_cm_retries`]).
 //!
 //! Addresses name devices: an ID bound to an IP uses the open [`Context`](crate::Context)
-//! whose link has it (or opens `udp:IP`). Each context that rdma_cm uses
-//! gets QP1 and a thread that answers the CM (its "agent") while IDs use it.
+//! whose link has it (or opens `udp:IP`). A device that rdma_cm uses gets
+//! QP1, which its driver serves with the CM in its progress rounds, and
+//! keeps it while the device is open.
 //!
 //! ```
 //! use std::time::Duration;
@@ -63,11 +64,11 @@
 //! ```
 
 mod addr;
-mod agent;
 mod conn;
 mod dispatch;
 mod event;
 mod id;
+mod qp1;
 mod qp_attr;
 mod registry;
 
@@ -76,4 +77,6 @@ pub use event::{libc_errno, CmEvent, CmEventType, ConnParam, EventChannel, RDMA_
 pub use id::CmId;
 pub use uroce_transport::cm::{PortSpace, RejReason};
 
+pub(crate) use dispatch::on_event;
+pub(crate) use qp1::Qp1;
 pub(crate) use registry::note_context;

@@ -1,23 +1,19 @@
 //! What the whole process shares: the open contexts (rdma_cm finds devices
-//! by address), the agent of each context, the ports bound in each port
-//! space and the listeners. Each table has its own lock, held only to read
+//! by address), the ports bound in each port space and the listeners. Each table has its own lock, held only to read
 //! or change the table: never while taking another lock.
 
-use super::agent::Agent;
 use super::id::IdInner;
-use crate::context::{Context, Handle};
+use crate::context::{Context, ContextInner};
+use crate::driver::Driver;
 use crate::error::Error;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, Instant};
 use uroce_transport::cm::PortSpace;
-use uroce_transport::engine::Error as EngineError;
 
 use super::event::libc_errno::{EADDRINUSE, EADDRNOTAVAIL};
 
-static CONTEXTS: Mutex<Vec<Weak<Handle>>> = Mutex::new(Vec::new());
-static AGENTS: Mutex<Vec<Weak<Agent>>> = Mutex::new(Vec::new());
+static CONTEXTS: Mutex<Vec<Weak<ContextInner>>> = Mutex::new(Vec::new());
 static PORTS: Mutex<Vec<Bound>> = Mutex::new(Vec::new());
 static LISTENERS: Mutex<Vec<Bound>> = Mutex::new(Vec::new());
 static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
@@ -52,9 +48,8 @@ pub(crate) fn open_contexts() -> Vec<Context> {
     lock(&CONTEXTS).iter().filter_map(|w| w.upgrade().map(Context)).collect()
 }
 
-/// Whether the context's link has address `ip`.
-pub(crate) fn has_ip(ctx: &Context, ip: IpAddr) -> bool {
-    let info = ctx.link_info();
+/// Whether a link has address `ip`.
+pub(crate) fn has_ip(info: &uroce_stack::link::LinkInfo, ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => info.ipv4 == Some(v4),
         IpAddr::V6(v6) => info.ipv6.contains(&v6) || v6.to_ipv4_mapped().is_some_and(|v4| info.ipv4 == Some(v4)),
@@ -63,44 +58,41 @@ pub(crate) fn has_ip(ctx: &Context, ip: IpAddr) -> bool {
 
 /// An open context with address `ip`.
 pub(crate) fn context_with_ip(ip: IpAddr) -> Option<Context> {
-    open_contexts().into_iter().find(|c| has_ip(c, ip))
+    open_contexts().into_iter().find(|c| has_ip(c.link_info(), ip))
 }
 
-/// The agent of `ctx`, started on first use (it registers the wildcard
-/// listeners' services, so that they hear this device's REQs too).
-pub(crate) fn agent_for(ctx: &Context) -> Result<Arc<Agent>, Error> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let agent = loop {
-        {
-            let mut agents = lock(&AGENTS);
-            agents.retain(|w| w.strong_count() > 0);
-            if let Some(a) = agents.iter().filter_map(Weak::upgrade).find(|a| Arc::ptr_eq(&a.ctx.0, &ctx.0)) {
-                return Ok(a);
-            }
-            match Agent::start(ctx) {
-                Ok(a) => {
-                    agents.push(Arc::downgrade(&a));
-                    break a;
-                }
-                // The context's previous agent is still letting its last MADs
-                // leave (its drop): its QP1 goes in a moment.
-                Err(Error::Engine { err: EngineError::GsiQpExists, .. }) if Instant::now() < deadline => {}
-                Err(e) => return Err(e),
-            }
+/// Starts rdma_cm on `ctx`'s device (QP1 and the CM) if it has not yet;
+/// a first start registers the wildcard listeners' services, so that they
+/// hear this device's REQs too.
+pub(crate) fn start_cm(ctx: &Context) -> Result<(), Error> {
+    let driver = ctx.driver();
+    if driver.has_qp1() {
+        return Ok(());
+    }
+    let wildcards: Vec<Bound> = listeners().into_iter().filter(|l| l.addr.ip().is_unspecified()).collect();
+    driver.with_cm(|qp1, _| {
+        for l in &wildcards {
+            qp1.register_service(l.ps.service_id(l.addr.port()), l.key);
         }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    for l in listeners() {
-        if l.addr.ip().is_unspecified() {
-            agent.register_service(l.ps.service_id(l.addr.port()), l.key);
+    })
+}
+
+/// One open context of each device, rdma_cm started on each (for a wildcard listener).
+pub(crate) fn all_devices() -> Result<Vec<Context>, Error> {
+    let mut one_each: Vec<Context> = Vec::new();
+    for ctx in open_contexts() {
+        if !one_each.iter().any(|c| c.same_device(&ctx)) {
+            start_cm(&ctx)?;
+            one_each.push(ctx);
         }
     }
-    Ok(agent)
+    Ok(one_each)
 }
 
-/// An agent for every open context (for a wildcard listener).
-pub(crate) fn all_agents() -> Result<Vec<Arc<Agent>>, Error> {
-    open_contexts().iter().map(agent_for).collect()
+/// An open context on `driver`'s device, the oldest: what a connection
+/// request's new ID uses.
+pub(crate) fn context_on(driver: &Driver) -> Option<Context> {
+    open_contexts().into_iter().find(|c| std::ptr::eq(c.driver(), driver))
 }
 
 /// Takes `addr` in port space `ps` for ID `key`; port 0 takes a free

@@ -1,0 +1,271 @@
+//! The driver of one open device: the one owner of its transport engine, its
+//! link, its transmit batch and (once rdma_cm uses the device) QP1 with the
+//! CM state machine, all in one [`Core`] behind one lock.
+//!
+//! Every handle reaches the device through that lock ([`Driver::lock`],
+//! [`Driver::post`]): a verb takes it, changes the engine, sends what the
+//! engine queued, and lets go. Progress (taking packets in, timers, QP1) runs
+//! in rounds ([`Driver::round`]) on the progress thread, or on an application
+//! thread that polls, each round taking the lock once per receive batch. The
+//! lock is a leaf: nothing else is locked while it is held, and nothing the
+//! application can drop lives inside it, so no user object is destroyed
+//! under it. What a round produced for the layers above (completion channel
+//! events, rdma_cm events) is handed out after it lets go. docs/ARCHITECTURE.md
+//! draws the whole path.
+//!
+//! Several contexts opened on the same device in one process share its
+//! driver: one engine, one link, one QPN space, so their QPs can be connected
+//! to each other (rdma-core's tests do this). One lock rather than an owner
+//! thread fed by a command queue: a post then costs one uncontended lock and
+//! the send system call on the posting thread, where a command queue costs a
+//! wake-up of the owner and a second thread's scheduling on every post (the
+//! measurement is in docs/ARCHITECTURE.md).
+
+mod open;
+mod progress;
+mod tx;
+
+use crate::cm::Qp1;
+use crate::context::{OpenOptions, Progress};
+use crate::cq::CqInner;
+use crate::device::DeviceAttr;
+use crate::error::Error;
+use crate::CompChannel;
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::thread::JoinHandle;
+use tx::TxBatch;
+use uroce_stack::link::{Link, LinkInfo, RxDatagram};
+use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Gid, Instant, RxMeta};
+
+pub(crate) use open::open_device;
+
+/// Everything of one device that changes, under the driver's one lock.
+pub(crate) struct Core {
+    /// The transport engine: QPs, CQs, regions, the wire protocol.
+    pub engine: Engine,
+    link: Box<dyn Link>,
+    /// Transmit buffers, reused by whichever thread sends.
+    tx: TxBatch,
+    /// CQs armed with `req_notify`, fired when they hold a completion.
+    armed: Vec<Armed>,
+    /// QP1 and the CM, from rdma_cm's first use of the device.
+    pub qp1: Option<Qp1>,
+}
+
+/// A CQ armed for one event on its channel.
+struct Armed {
+    cq: CqHandle,
+    inner: Weak<CqInner>,
+    channel: CompChannel,
+}
+
+/// A completion channel event to deliver once the lock is let go.
+pub(crate) struct Fired {
+    channel: CompChannel,
+    cq: Weak<CqInner>,
+}
+
+impl Fired {
+    fn deliver(self) {
+        self.channel.fire(self.cq);
+    }
+}
+
+/// One open device. Handles hold it through a [`DeviceOwner`].
+pub(crate) struct Driver {
+    core: Mutex<Core>,
+    /// The link's static facts, read once at open.
+    pub info: LinkInfo,
+    pub device_attr: DeviceAttr,
+    /// How the device moves packets, fixed by the first open.
+    pub progress: Progress,
+    /// What the first open asked for, to refuse a later open that asks otherwise.
+    options: OpenOptions,
+    epoch: std::time::Instant,
+    /// The link's descriptor and the doorbell: what a blocking progress
+    /// thread sleeps on.
+    link_fd: Option<OwnedFd>,
+    doorbell: EventFd,
+    stop: AtomicBool,
+    /// When (`now()`, ns) an application thread last ran a round on a
+    /// busy-poll device: its progress thread leaves the core to it meanwhile.
+    last_help: AtomicU64,
+    /// Held while rdma_cm events are handed out, so that they go in order.
+    dispatching: Mutex<()>,
+}
+
+impl Driver {
+    fn new(link: Box<dyn Link>, opts: &OpenOptions, seed: u64) -> Result<Driver, Error> {
+        let info = link.info().clone();
+        let gid = info.gids.get(0).map(|g| Gid(g.0)).unwrap_or_default();
+        let port_mtu = crate::device::engine_mtu(info.path_mtu.bytes());
+        let max_inflight_psns = opts.max_inflight_psns.unwrap_or_else(|| progress::inflight_budget(&info));
+        let engine = Engine::new(EngineConfig { seed, port_mtu, gid, max_inflight_psns });
+        let doorbell = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+            .map_err(|e| Error::Os { verb: "ibv_open_device", err: e.into() })?;
+        Ok(Driver {
+            link_fd: link.wait_fd(),
+            core: Mutex::new(Core { engine, link, tx: TxBatch::new(), armed: Vec::new(), qp1: None }),
+            device_attr: DeviceAttr::for_link(&info),
+            info,
+            progress: opts.progress,
+            options: opts.clone(),
+            epoch: std::time::Instant::now(),
+            doorbell,
+            stop: AtomicBool::new(false),
+            last_help: AtomicU64::new(0),
+            dispatching: Mutex::new(()),
+        })
+    }
+
+    /// The one lock. Take nothing else while holding it.
+    pub fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The engine's clock: time since the device was opened.
+    pub fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// Runs a verb on the engine, then sends what it queued (with any ACKs
+    /// a round held back) from this thread.
+    pub fn post<R>(&self, verb: impl FnOnce(&mut Engine) -> R) -> R {
+        let mut core = self.lock();
+        let r = verb(&mut core.engine);
+        core.flush_tx(self.now(), false);
+        r
+    }
+
+    /// Wakes the progress thread: a timer may be due earlier than it planned.
+    pub fn ring(&self) {
+        let _ = self.doorbell.write(1);
+    }
+
+    /// Arms `cq` for one event on `channel`.
+    pub fn arm(&self, cq: CqHandle, inner: Weak<CqInner>, channel: CompChannel) {
+        let mut core = self.lock();
+        if !core.armed.iter().any(|a| a.cq == cq) {
+            core.armed.push(Armed { cq, inner, channel });
+        }
+    }
+}
+
+impl Core {
+    /// Hands one batch of what the link received to the engine; how many.
+    fn receive(&mut self, now: impl Fn() -> Instant, wait: std::time::Duration) -> usize {
+        let Core { link, engine, .. } = self;
+        // One clock read per batch: its packets arrived together.
+        let mut at = None;
+        let mut deliver = |d: &RxDatagram<'_>| {
+            let meta = RxMeta { src_gid: Gid::from_ip(d.peer), dst_gid: Gid::from_ip(d.local) };
+            engine.handle_packet(*at.get_or_insert_with(&now), meta, d.roce);
+        };
+        match link.recv(wait, &mut deliver) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!("uroce: receiving from the link failed: {e}");
+                0
+            }
+        }
+    }
+
+    /// Disarms every armed CQ that holds a completion, and says whose
+    /// channel to fire. Solicited-only arming is treated as arming for every
+    /// completion: a superset of events.
+    fn take_fired(&mut self) -> Vec<Fired> {
+        let mut fired = Vec::new();
+        let engine = &self.engine;
+        self.armed.retain(|a| {
+            if a.inner.strong_count() == 0 {
+                return false;
+            }
+            if engine.cq_len(a.cq) == 0 {
+                return true;
+            }
+            fired.push(Fired { channel: a.channel.clone(), cq: a.inner.clone() });
+            false
+        });
+        fired
+    }
+
+    /// The link's counters.
+    pub fn link_stats(&self) -> uroce_stack::link::LinkStats {
+        self.link.stats()
+    }
+}
+
+/// What the contexts of one device hold: the driver and its progress
+/// thread, which stops when the last context goes.
+pub(crate) struct DeviceOwner {
+    pub driver: Arc<Driver>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for DeviceOwner {
+    fn drop(&mut self) {
+        self.driver.stop.store(true, Ordering::Relaxed);
+        // Wake a sleeping thread now rather than at its next timeout.
+        self.driver.ring();
+        let thread = self.thread.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        // The progress thread itself may drop the last context (an rdma_cm
+        // event it handed out held the last ID): it ends on its own.
+        if let Some(t) = thread.filter(|t| t.thread().id() != std::thread::current().id()) {
+            let _ = t.join();
+        }
+        // The last ACKs a round held back, and QP1's last MADs, leave now.
+        self.driver.close();
+    }
+}
+
+impl Core {
+    /// Serves QP1 if rdma_cm started it: its MADs to the CM, the CM's
+    /// timers, its answers onto QP1. Whether it raised rdma_cm events.
+    fn serve_qp1(&mut self, now: Instant) -> bool {
+        match &mut self.qp1 {
+            Some(qp1) => qp1.serve(&mut self.engine, now),
+            None => false,
+        }
+    }
+
+    /// QP1's send slots back and its waiting MADs out; whether some still wait.
+    fn serve_qp1_sends(&mut self) -> bool {
+        match &mut self.qp1 {
+            Some(qp1) => qp1.serve_sends(&mut self.engine),
+            None => false,
+        }
+    }
+}
+
+impl Driver {
+    /// Runs `f` on QP1's CM (QP1 starts on rdma_cm's first use of the
+    /// device), then puts the MADs it queued on the wire and wakes the
+    /// progress thread, whose next CM timer may now be earlier.
+    pub fn with_cm<R>(&self, f: impl FnOnce(&mut Qp1, Instant) -> R) -> Result<R, Error> {
+        let r = {
+            let mut core = self.lock();
+            let now = self.now();
+            let Core { engine, qp1, .. } = &mut *core;
+            let qp1 = match qp1 {
+                Some(q) => q,
+                None => {
+                    qp1.insert(Qp1::start(engine, self.device_attr.node_guid).map_err(Error::engine("rdma_cm QP1"))?)
+                }
+            };
+            let r = f(qp1, now);
+            qp1.flush(engine);
+            core.flush_tx(now, false);
+            r
+        };
+        self.ring();
+        Ok(r)
+    }
+
+    /// Whether rdma_cm started QP1 on this device.
+    pub fn has_qp1(&self) -> bool {
+        self.lock().qp1.is_some()
+    }
+}

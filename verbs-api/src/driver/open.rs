@@ -1,0 +1,76 @@
+//! Opening a device: the first open in a process makes its driver (link,
+//! engine, progress thread); later opens of the same device share it.
+
+use super::{DeviceOwner, Driver};
+use crate::context::{OpenOptions, Progress};
+use crate::error::Error;
+use std::sync::{Arc, Mutex, Weak};
+use uroce_stack::link::{spec, Capture, Impair, Link};
+
+/// The devices open in this process, by the spec they were opened with.
+static OPEN: Mutex<Vec<(String, Weak<DeviceOwner>)>> = Mutex::new(Vec::new());
+
+/// The driver of device `spec`: the one already open in this process (if
+/// `opts` ask for nothing else than it was opened with), or a new one.
+pub(crate) fn open_device(spec: &str, opts: &OpenOptions) -> Result<Arc<DeviceOwner>, Error> {
+    // Held while opening, so that two threads opening one device share it.
+    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    open.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(owner) = open.iter().filter(|(s, _)| s == spec).find_map(|(_, w)| w.upgrade()) {
+        check_same_options(spec, &owner.driver.options, opts)?;
+        return Ok(owner);
+    }
+    let link = open_link(spec, opts)?;
+    let seed = opts.seed.unwrap_or_else(clock_seed);
+    let driver = Arc::new(Driver::new(link, opts, seed)?);
+    let thread = match opts.progress {
+        Progress::Manual => None,
+        _ => {
+            let d = driver.clone();
+            let spawned = std::thread::Builder::new().name("uroce-progress".into()).spawn(move || d.run());
+            Some(spawned.map_err(|err| Error::Os { verb: "ibv_open_device", err })?)
+        }
+    };
+    let owner = Arc::new(DeviceOwner { driver, thread: Mutex::new(thread) });
+    open.push((spec.to_string(), Arc::downgrade(&owner)));
+    Ok(owner)
+}
+
+/// The link of `spec`, with the impairment and capture `opts` ask for.
+fn open_link(spec: &str, opts: &OpenOptions) -> Result<Box<dyn Link>, Error> {
+    let mut link = spec::open(spec).map_err(Error::Device)?;
+    if let Some(cfg) = opts.impair {
+        link = Box::new(Impair::new(link, cfg));
+    }
+    if let Some(path) = &opts.pcap {
+        let captured = Capture::to_file(link, path).map_err(|err| Error::Os { verb: "pcap capture", err })?;
+        link = Box::new(captured);
+    }
+    Ok(link)
+}
+
+/// A second open of a device shares its driver, whose progress mode, seed,
+/// capture and impairment the first open chose: asking for others is an error.
+fn check_same_options(spec: &str, first: &OpenOptions, now: &OpenOptions) -> Result<(), Error> {
+    let differs = first.progress != now.progress
+        || (now.seed.is_some() && now.seed != first.seed)
+        || now.pcap != first.pcap
+        || now.impair != first.impair
+        || (now.max_inflight_psns.is_some() && now.max_inflight_psns != first.max_inflight_psns);
+    if !differs {
+        return Ok(());
+    }
+    let what = format!(
+        "{spec} is open already in this process ({:?} progress{}{}), and its contexts share one driver: \
+         open it with the same options, or open another device",
+        first.progress,
+        first.pcap.as_ref().map_or(String::new(), |p| format!(", capture to {}", p.display())),
+        if first.impair.is_some() { ", impaired" } else { "" },
+    );
+    Err(Error::InvalidValue { verb: "ibv_open_device", what })
+}
+
+fn clock_seed() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
+}

@@ -1,0 +1,194 @@
+//! Progress: rounds that take packets in, run timers and serve QP1, and the
+//! thread that runs them (or does not, on a manual device).
+
+use super::{Driver, Fired};
+use crate::context::Progress;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use uroce_stack::link::LinkInfo;
+
+/// The longest a blocking progress thread sleeps with nothing due: it wakes
+/// earlier for packets, the doorbell and timers.
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// Receive batches a round takes in before it runs timers (a bound, so a
+/// flood cannot starve transmission). The lock is let go between batches.
+const MAX_DRAIN_BATCHES: usize = 64;
+/// Empty rounds a busy-polling thread spins through before it starts yielding
+/// its core on each empty round.
+const BUSY_SPIN_ROUNDS: u32 = 64;
+/// A busy-poll progress thread dozes while an application thread helped
+/// this recently.
+const HELPER_RECENT: Duration = Duration::from_micros(200);
+/// How long a round waits inside `recv` on a link that offers no descriptor
+/// to wait on.
+const LINK_WAIT: Duration = Duration::from_millis(1);
+
+/// The default budget of unacknowledged request packets: what the link's
+/// receive queue holds (the peer's is taken to be alike).
+pub(super) fn inflight_budget(info: &LinkInfo) -> u32 {
+    use uroce_transport::engine::{DEFAULT_MAX_INFLIGHT_PSNS, MAX_UNACKED_PSNS};
+    match u32::try_from(info.rx_queue_packets).unwrap_or(u32::MAX) {
+        0 => DEFAULT_MAX_INFLIGHT_PSNS,
+        n => n.clamp(MAX_UNACKED_PSNS as u32, 16 * DEFAULT_MAX_INFLIGHT_PSNS),
+    }
+}
+
+impl Driver {
+    /// One round: send what is queued, take in what arrived (waiting up to
+    /// `wait` for the first batch), run due timers, serve QP1, send what
+    /// that produced; then, with the lock let go, fire completion channels
+    /// and hand out rdma_cm events. `hold_acks` as in `Core::flush_tx`.
+    /// Returns how many packets moved.
+    pub fn round(&self, wait: Duration, hold_acks: bool) -> usize {
+        let mut moved = {
+            let mut core = self.lock();
+            let sent = core.flush_tx(self.now(), false);
+            sent + core.receive(|| self.now(), wait)
+        };
+        // Take in everything already queued before any timer fires: a thread
+        // that was not scheduled for a while must see the ACKs that arrived
+        // meanwhile, not retransmit as if they had not.
+        for _ in 0..MAX_DRAIN_BATCHES {
+            match self.lock().receive(|| self.now(), Duration::ZERO) {
+                0 => break,
+                n => moved += n,
+            }
+        }
+        let (fired, cm_events): (Vec<Fired>, bool) = {
+            let mut core = self.lock();
+            let now = self.now();
+            if core.engine.poll_timeout().is_some_and(|t| t <= now) {
+                core.engine.handle_timeout(now);
+            }
+            let cm_events = core.serve_qp1(now);
+            moved += core.flush_tx(now, hold_acks);
+            (core.take_fired(), cm_events)
+        };
+        fired.into_iter().for_each(Fired::deliver);
+        if cm_events {
+            self.dispatch_cm_events();
+        }
+        moved
+    }
+
+    /// Hands out the rdma_cm events QP1's MADs raised, in order, with the
+    /// lock let go (rdma_cm takes its IDs' locks, then this one).
+    fn dispatch_cm_events(&self) {
+        let _in_order = self.dispatching.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keep = Vec::new();
+        loop {
+            let next = self.lock().qp1.as_mut().and_then(|q| q.events.pop_front());
+            let Some(ev) = next else { break };
+            crate::cm::on_event(self, ev, &mut keep);
+        }
+        // IDs the events held are released last, outside every lock.
+        drop(keep);
+    }
+
+    /// A round run by an application thread that polls and found nothing:
+    /// it moves its packets itself instead of waiting for the progress
+    /// thread to be scheduled (on a 2-core machine that wait is a scheduler
+    /// tick). Not on manual devices, where only `progress` moves.
+    pub fn help(&self) -> usize {
+        match self.progress {
+            Progress::Manual => 0,
+            Progress::BusyPoll => {
+                self.last_help.store(self.now().as_nanos(), Ordering::Relaxed);
+                self.round(Duration::ZERO, false)
+            }
+            // The progress thread may sleep: nothing held back.
+            Progress::Blocking => self.round(Duration::ZERO, false),
+        }
+    }
+
+    /// Whether an application thread ran a round within the last [`HELPER_RECENT`].
+    fn app_is_helping(&self) -> bool {
+        let last = self.last_help.load(Ordering::Relaxed);
+        last != 0 && self.now().as_nanos().saturating_sub(last) < HELPER_RECENT.as_nanos() as u64
+    }
+
+    /// The progress thread.
+    pub(super) fn run(&self) {
+        let busy = self.progress == Progress::BusyPoll;
+        // Without a descriptor to sleep on, the thread waits inside `recv`.
+        let in_recv = if busy || self.link_fd.is_some() { Duration::ZERO } else { LINK_WAIT };
+        let mut idle_rounds = 0u32;
+        while !self.stop.load(Ordering::Relaxed) {
+            // A round that moved packets is followed by another at once.
+            if self.round(in_recv, true) > 0 {
+                idle_rounds = 0;
+                continue;
+            }
+            if busy && self.app_is_helping() {
+                // The application's thread polls and moves the packets itself:
+                // spinning beside it only takes its core (two ends of a test in
+                // one process are four busy threads on this 2-core machine).
+                self.doze();
+            } else if busy {
+                // Spin, but after a few empty rounds offer the core to whoever
+                // waits for it (the application thread that polls the CQ):
+                // with more runnable threads than cores, a thread that never
+                // yields holds its core until the scheduler tick.
+                idle_rounds = idle_rounds.saturating_add(1);
+                if idle_rounds >= BUSY_SPIN_ROUNDS {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            } else {
+                self.sleep(self.idle_wait());
+            }
+        }
+    }
+
+    /// How long the thread may sleep: until the engine's, QP1's or the
+    /// link's next deadline, at most [`IDLE_WAIT`].
+    fn idle_wait(&self) -> Duration {
+        let core = self.lock();
+        let now = self.now();
+        let engine_due = core.engine.poll_timeout().map(|t| t - now);
+        let cm_due = core.qp1.as_ref().and_then(|q| q.cm.poll_timeout()).map(|t| t - now);
+        let link_due = core.link.next_due().map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        [engine_due, cm_due, link_due].into_iter().flatten().fold(IDLE_WAIT, Duration::min)
+    }
+
+    /// Sleeps until the link is readable, the doorbell rings or `timeout` passes.
+    fn sleep(&self, timeout: Duration) {
+        let Some(link_fd) = &self.link_fd else { return };
+        // Round up: waking early only costs a loop; waking late delays a timer.
+        let ms = timeout.as_micros().div_ceil(1000).min(u128::from(u16::MAX)) as u16;
+        let mut fds =
+            [PollFd::new(link_fd.as_fd(), PollFlags::POLLIN), PollFd::new(self.doorbell.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::from(ms));
+        if fds[1].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
+            let _ = self.doorbell.read();
+        }
+    }
+
+    /// Sleeps until the doorbell rings or a millisecond passes: not woken by
+    /// packets, which a helping application thread takes in.
+    fn doze(&self) {
+        let mut fds = [PollFd::new(self.doorbell.as_fd(), PollFlags::POLLIN)];
+        if poll(&mut fds, PollTimeout::from(1u8)).is_ok_and(|n| n > 0) {
+            let _ = self.doorbell.read();
+        }
+    }
+
+    /// The device closes: what QP1 still has to say (a DREQ, a REJ) and the
+    /// ACKs a round held back leave now.
+    pub(super) fn close(&self) {
+        let mut core = self.lock();
+        let now = self.now();
+        // QP1's sends complete as the engine puts them out, which frees
+        // send slots for the MADs still waiting: a few passes empty it.
+        for _ in 0..8 {
+            let waiting = core.serve_qp1_sends();
+            core.flush_tx(now, false);
+            if !waiting {
+                return;
+            }
+        }
+    }
+}
