@@ -97,8 +97,11 @@ impl CommonArgs {
             return Device::open_with(dev, &opts).map_err(|e| e.to_string());
         }
         let mut last = String::new();
-        for host in DEFAULT_LOOPBACK {
-            match Device::open_with(&format!("udp:127.0.0.{host}"), &opts) {
+        // Free: neither another process's nor this one's (a --loopback run's
+        // other end), which would share the device instead of failing.
+        let specs = DEFAULT_LOOPBACK.map(|host| format!("udp:127.0.0.{host}"));
+        for spec in specs.filter(|s| !Device::is_open(s)) {
+            match Device::open_with(&spec, &opts) {
                 Ok(ctx) => return Ok(ctx),
                 Err(e) => last = e.to_string(),
             }

@@ -33,7 +33,15 @@ impl Device {
         Device::open_with(spec, &OpenOptions::default())
     }
 
+    /// Whether this process has the device open: opening it again gives a
+    /// context on the same driver (one engine, one link, one QPN space).
+    pub fn is_open(spec: &str) -> bool {
+        crate::driver::is_open(spec)
+    }
+
     /// Opens a device with options: progress mode, seed, capture, impairment.
+    /// A device this process has open already is shared: the new context
+    /// uses its driver, which must have been opened with the same options.
     pub fn open_with(spec: &str, opts: &OpenOptions) -> Result<Context, Error> {
         let ctx = Context::new(crate::driver::open_device(spec, opts)?);
         crate::cm::note_context(&ctx);

@@ -40,7 +40,7 @@ use tx::TxBatch;
 use uroce_stack::link::{Link, LinkInfo, RxDatagram};
 use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Gid, Instant, RxMeta};
 
-pub(crate) use open::open_device;
+pub(crate) use open::{is_open, open_device};
 
 /// Everything of one device that changes, under the driver's one lock.
 pub(crate) struct Core {

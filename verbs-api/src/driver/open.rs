@@ -49,6 +49,12 @@ fn open_link(spec: &str, opts: &OpenOptions) -> Result<Box<dyn Link>, Error> {
     Ok(link)
 }
 
+/// Whether device `spec` is open in this process.
+pub(crate) fn is_open(spec: &str) -> bool {
+    let open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    open.iter().any(|(s, w)| s == spec && w.strong_count() > 0)
+}
+
 /// A second open of a device shares its driver, whose progress mode, seed,
 /// capture and impairment the first open chose: asking for others is an error.
 fn check_same_options(spec: &str, first: &OpenOptions, now: &OpenOptions) -> Result<(), Error> {

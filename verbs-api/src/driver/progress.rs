@@ -1,11 +1,12 @@
 //! Progress: rounds that take packets in, run timers and serve QP1, and the
 //! thread that runs them (or does not, on a manual device).
 
-use super::{Driver, Fired};
+use super::{Core, Driver, Fired};
 use crate::context::Progress;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
+use std::sync::{MutexGuard, TryLockError};
 use std::time::Duration;
 use uroce_stack::link::LinkInfo;
 
@@ -42,11 +43,13 @@ impl Driver {
     /// and hand out rdma_cm events. `hold_acks` as in `Core::flush_tx`.
     /// Returns how many packets moved.
     pub fn round(&self, wait: Duration, hold_acks: bool) -> usize {
-        let mut moved = {
-            let mut core = self.lock();
-            let sent = core.flush_tx(self.now(), false);
-            sent + core.receive(|| self.now(), wait)
-        };
+        self.round_from(self.lock(), wait, hold_acks)
+    }
+
+    /// A round that starts with the lock already taken.
+    fn round_from(&self, mut core: MutexGuard<'_, Core>, wait: Duration, hold_acks: bool) -> usize {
+        let mut moved = core.flush_tx(self.now(), false) + core.receive(|| self.now(), wait);
+        drop(core);
         // Take in everything already queued before any timer fires: a thread
         // that was not scheduled for a while must see the ACKs that arrived
         // meanwhile, not retransmit as if they had not.
@@ -91,15 +94,22 @@ impl Driver {
     /// it moves its packets itself instead of waiting for the progress
     /// thread to be scheduled (on a 2-core machine that wait is a scheduler
     /// tick). Not on manual devices, where only `progress` moves.
+    ///
+    /// It does not wait for the lock: a thread holding it is moving the
+    /// packets already, and a poller put to sleep on a contended lock pays a
+    /// wake-up (measured: it doubled blocking-mode write_lat).
     pub fn help(&self) -> usize {
-        match self.progress {
-            Progress::Manual => 0,
-            Progress::BusyPoll => {
-                self.last_help.store(self.now().as_nanos(), Ordering::Relaxed);
-                self.round(Duration::ZERO, false)
-            }
+        if self.progress == Progress::Manual {
+            return 0;
+        }
+        if self.progress == Progress::BusyPoll {
+            self.last_help.store(self.now().as_nanos(), Ordering::Relaxed);
+        }
+        match self.core.try_lock() {
             // The progress thread may sleep: nothing held back.
-            Progress::Blocking => self.round(Duration::ZERO, false),
+            Ok(core) => self.round_from(core, Duration::ZERO, false),
+            Err(TryLockError::Poisoned(e)) => self.round_from(e.into_inner(), Duration::ZERO, false),
+            Err(TryLockError::WouldBlock) => 0,
         }
     }
 
