@@ -82,7 +82,7 @@ pub(crate) struct EtherLink<I: FrameIo> {
 impl<I: FrameIo> EtherLink<I> {
     pub(crate) fn new(io: I, cfg: EtherConfig) -> EtherLink<I> {
         let link_local = Gid::link_local(cfg.mac);
-        let ll = Ipv6Addr::from(link_local.0);
+        let ll = link_local.to_ipv6();
         let mut ipv6 = vec![ll];
         ipv6.extend(cfg.ipv6.iter().copied().filter(|a| *a != ll));
         let gids = GidTable::new(link_local, cfg.ipv4.map(|a| a.0), &ipv6[1..]);
@@ -627,7 +627,7 @@ mod tests {
 
     /// A link whose link-local address the kernel also holds (`kernel_owned`).
     fn link(kernel_owned: bool) -> (EtherLink<Recorder>, Ipv6Addr) {
-        let ll = Ipv6Addr::from(Gid::link_local(OURS).0);
+        let ll = Gid::link_local(OURS).to_ipv6();
         let cfg = EtherConfig {
             kind: "packet",
             name: "packet:test0".into(),
@@ -658,7 +658,7 @@ mod tests {
         // The kernel does not answer while the address is tentative: the
         // peer would wait for the whole of duplicate address detection.
         let (mut l, ll) = link(true);
-        let peer = Ipv6Addr::from(Gid::link_local(PEER).0);
+        let peer = Gid::link_local(PEER).to_ipv6();
         assert_eq!(adverts_after_solicit(&mut l, peer, ll), 1);
         assert_eq!(l.stats().nd_adverts_sent, 1);
     }
@@ -675,7 +675,7 @@ mod tests {
     #[test]
     fn solicitations_for_other_addresses_are_not_answered() {
         let (mut l, _) = link(false);
-        let other = Ipv6Addr::from(Gid::link_local(PEER).0);
+        let other = Gid::link_local(PEER).to_ipv6();
         assert_eq!(adverts_after_solicit(&mut l, other, other), 0);
     }
 }

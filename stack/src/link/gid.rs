@@ -8,50 +8,8 @@
 use core::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// A 128-bit RoCEv2 GID: an IPv6 address, IPv4 as `::ffff:a.b.c.d`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Gid(pub [u8; 16]);
-
-impl Gid {
-    pub fn from_ip(ip: IpAddr) -> Gid {
-        match ip {
-            IpAddr::V4(v4) => Gid(v4.to_ipv6_mapped().octets()),
-            IpAddr::V6(v6) => Gid(v6.octets()),
-        }
-    }
-
-    /// The IP address packets to this GID go to (IPv4 for a mapped GID).
-    pub fn ip(&self) -> IpAddr {
-        let v6 = Ipv6Addr::from(self.0);
-        match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
-        }
-    }
-
-    /// `fe80::` + the modified EUI-64 of `mac`, as the kernel forms it.
-    pub fn link_local(mac: [u8; 6]) -> Gid {
-        let mut g = [0u8; 16];
-        g[0] = 0xfe;
-        g[1] = 0x80;
-        g[8] = mac[0] ^ 0x02;
-        g[9] = mac[1];
-        g[10] = mac[2];
-        g[11] = 0xff;
-        g[12] = 0xfe;
-        g[13] = mac[3];
-        g[14] = mac[4];
-        g[15] = mac[5];
-        Gid(g)
-    }
-}
-
-impl fmt::Display for Gid {
-    /// As `ibv_devinfo -v` and the pingpong tools print it.
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "{}", Ipv6Addr::from(self.0))
-    }
-}
+/// The GID is the transport's: one type from the wire to the verbs.
+pub use uroce_transport::engine::Gid;
 
 /// The GID table of a port: index 0 link-local, index 1 IPv4-mapped (absent
 /// when the link has no IPv4 address), then other IPv6 addresses.
@@ -68,7 +26,7 @@ impl GidTable {
     pub fn new(link_local: Gid, ipv4: Option<Ipv4Addr>, other_ipv6: &[Ipv6Addr]) -> GidTable {
         let mut entries = vec![Some(link_local), ipv4.map(|a| Gid::from_ip(IpAddr::V4(a)))];
         for a in other_ipv6 {
-            let g = Gid(a.octets());
+            let g = Gid::from_ip(IpAddr::V6(*a));
             if g != link_local {
                 entries.push(Some(g));
             }
@@ -192,8 +150,8 @@ mod test {
     fn table_as_rxe() {
         let mac = [0x02, 0, 0, 0, 0, 0x03];
         let t = GidTable::new(Gid::link_local(mac), Some(Ipv4Addr::new(198, 18, 0, 3)), &[]);
-        assert_eq!(t.get(0).unwrap().to_string(), "fe80::ff:fe00:3");
-        assert_eq!(t.get(1).unwrap().to_string(), "::ffff:198.18.0.3");
+        assert_eq!(t.get(0).unwrap().to_ipv6().to_string(), "fe80::ff:fe00:3");
+        assert_eq!(t.get(1).unwrap().to_ipv6().to_string(), "::ffff:198.18.0.3");
         assert_eq!(t.get(1).unwrap().ip(), IpAddr::V4(Ipv4Addr::new(198, 18, 0, 3)));
         assert_eq!(t.index_of(Gid::from_ip("198.18.0.3".parse().unwrap())), Some(1));
         let v6only = GidTable::new(Gid::link_local(mac), None, &["fd00::3".parse().unwrap()]);

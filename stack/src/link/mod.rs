@@ -212,14 +212,10 @@ impl<L: Link + ?Sized> Link for Box<L> {
 }
 
 /// The peer as it goes on the wire: IPv4-mapped IPv6 addresses become IPv4.
+/// That is the address of the peer's GID, so it is [`Gid::ip`]; callers that
+/// hold a GID call that directly.
 pub fn wire_addr(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
-        },
-        v4 => v4,
-    }
+    Gid::from_ip(ip).ip()
 }
 
 impl fmt::Display for LinkInfo {

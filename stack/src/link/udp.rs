@@ -629,7 +629,7 @@ fn bind(ip: IpAddr, scope_id: u32, offload: UdpOffload) -> Result<UdpSocket, Lin
 /// address. Only the first can be sent from: the socket is bound to `ip`.
 fn link_local_gid(ip: IpAddr, mac: Option<[u8; 6]>) -> Gid {
     match (ip, mac) {
-        (IpAddr::V6(v6), _) if v6.is_unicast_link_local() => Gid(v6.octets()),
+        (IpAddr::V6(v6), _) if v6.is_unicast_link_local() => Gid::from_ip(ip),
         (_, Some(m)) => Gid::link_local(m),
         (IpAddr::V4(v4), None) => {
             let o = v4.octets();

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 use uroce_transport::cm::PortSpace;
 use uroce_transport::engine::Error as EngineError;
+use uroce_transport::engine::Gid;
 
 use super::event::libc_errno::{EADDRINUSE, EADDRNOTAVAIL};
 
@@ -55,9 +56,10 @@ pub(crate) fn open_contexts() -> Vec<Context> {
 /// Whether the context's link has address `ip`.
 pub(crate) fn has_ip(ctx: &Context, ip: IpAddr) -> bool {
     let info = ctx.link_info();
-    match ip {
+    // An IPv4-mapped address is the IPv4 address its GID goes to.
+    match Gid::from_ip(ip).ip() {
         IpAddr::V4(v4) => info.ipv4 == Some(v4),
-        IpAddr::V6(v6) => info.ipv6.contains(&v6) || v6.to_ipv4_mapped().is_some_and(|v4| info.ipv4 == Some(v4)),
+        IpAddr::V6(v6) => info.ipv6.contains(&v6),
     }
 }
 
