@@ -50,7 +50,7 @@ fn guid(g: u64) -> String {
 }
 
 fn mtu(m: Mtu) -> String {
-    format!("{} ({})", m.bytes(), m as u32)
+    format!("{} ({})", m.bytes(), m.to_enum())
 }
 
 /// The text ibv_devinfo prints for this device, tabs included.

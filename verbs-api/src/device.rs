@@ -49,9 +49,11 @@ impl Device {
     }
 }
 
-/// The engine's MTU enum for a path MTU in bytes.
-pub(crate) fn engine_mtu(bytes: usize) -> Mtu {
-    Mtu::from_bytes(bytes as u32).unwrap_or(Mtu::Mtu1024)
+/// The engine's MTU enum for a path MTU in bytes. The link's path MTU is the
+/// engine's `Mtu` already: this stays only until context.rs uses
+/// `info.path_mtu` directly, and then goes.
+pub(crate) fn engine_mtu(bytes: u32) -> Mtu {
+    Mtu::from_bytes(bytes).unwrap_or(Mtu::Mtu1024)
 }
 
 /// `struct ibv_device_attr`, with the limits of the kernel rxe where uroce
@@ -178,7 +180,7 @@ impl PortAttr {
         PortAttr {
             state: PortState::Active,
             max_mtu: Mtu::Mtu4096,
-            active_mtu: engine_mtu(info.path_mtu.bytes()),
+            active_mtu: info.path_mtu,
             gid_tbl_len: info.gids.len() as u32,
             max_msg_sz: MAX_MSG_SZ,
             lid: 0,

@@ -2,7 +2,7 @@
 //! [`crate::frame`], the ICRC on transmit and its check on receive, ARP and
 //! neighbour discovery for the link's own addresses, and the neighbour cache.
 
-use super::gid::{Gid, GidTable, IbMtu};
+use super::gid::{Gid, GidTable};
 use super::neighbour::{self, Ndisc, NeighbourCache, NeighbourConfig, Resolution};
 use super::{wire_addr, Direction, FrameSink, Integrity, LinkInfo, LinkStats, RxDatagram, TxDatagram};
 use crate::frame::{parse_ethernet, EthFields, FrameError, FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, ETH_HDR};
@@ -13,6 +13,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
+use uroce_transport::engine::Mtu;
 use uroce_transport::icrc;
 use uroce_transport::wire::ICRC_LEN;
 
@@ -38,7 +39,7 @@ pub(crate) struct EtherConfig {
     /// Addresses the host kernel also holds: it answers ARP/ND for them.
     pub kernel_owned: Vec<IpAddr>,
     pub mtu: usize,
-    pub path_mtu: Option<IbMtu>,
+    pub path_mtu: Option<Mtu>,
     /// Sockets keeping the kernel from answering our RoCE packets with ICMP.
     pub guards: Vec<UdpSocket>,
     /// [`LinkInfo::rx_queue_packets`].
@@ -86,7 +87,7 @@ impl<I: FrameIo> EtherLink<I> {
         let mut ipv6 = vec![ll];
         ipv6.extend(cfg.ipv6.iter().copied().filter(|a| *a != ll));
         let gids = GidTable::new(link_local, cfg.ipv4.map(|a| a.0), &ipv6[1..]);
-        let path_mtu = cfg.path_mtu.or_else(|| IbMtu::for_link_mtu(cfg.mtu)).unwrap_or(IbMtu::Mtu256);
+        let path_mtu = cfg.path_mtu.or_else(|| Mtu::for_link_mtu(cfg.mtu)).unwrap_or(Mtu::Mtu256);
         let info = LinkInfo {
             kind: cfg.kind,
             name: cfg.name,

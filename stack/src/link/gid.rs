@@ -1,11 +1,10 @@
-//! GIDs, the GID table as rxe fills it, and the RoCE path MTU.
+//! The GID table as rxe fills it.
 //!
 //! rxe's table (RoCE v2 entries only): index 0 the link-local GID
 //! `fe80::` + the EUI-64 of the interface's MAC, index 1 the IPv4-mapped GID
 //! `::ffff:a.b.c.d` of the interface's IPv4 address, then further IPv6
 //! addresses. So `-g 1` / `-x 1` mean the same on uroce as on rxe.
 
-use core::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The GID is the transport's: one type from the wire to the verbs.
@@ -69,71 +68,9 @@ impl GidTable {
     }
 }
 
-/// An InfiniBand MTU: the largest RoCE payload of one packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum IbMtu {
-    Mtu256 = 1,
-    Mtu512 = 2,
-    Mtu1024 = 3,
-    Mtu2048 = 4,
-    Mtu4096 = 5,
-}
-
-/// What rxe subtracts from the netdev MTU before picking the IB MTU
-/// (`RXE_MAX_HDR_LENGTH`: IPv6 + UDP + BTH + the largest extension headers + ICRC).
-pub const RXE_MAX_HDR_LENGTH: usize = 80;
-
-impl IbMtu {
-    pub const ALL: [IbMtu; 5] = [IbMtu::Mtu256, IbMtu::Mtu512, IbMtu::Mtu1024, IbMtu::Mtu2048, IbMtu::Mtu4096];
-
-    pub fn bytes(self) -> usize {
-        256 << (self as usize - 1)
-    }
-
-    /// The `enum ibv_mtu` value (1 = 256 .. 5 = 4096).
-    pub fn to_enum(self) -> u8 {
-        self as u8
-    }
-
-    pub fn from_bytes(n: usize) -> Option<IbMtu> {
-        IbMtu::ALL.into_iter().find(|m| m.bytes() == n)
-    }
-
-    pub fn from_enum(v: u8) -> Option<IbMtu> {
-        IbMtu::ALL.into_iter().find(|m| m.to_enum() == v)
-    }
-
-    /// The path MTU rxe uses on a netdev of IP MTU `link_mtu`
-    /// (`eth_mtu_int_to_enum`): the largest IB MTU not above
-    /// `link_mtu - 80`; `None` below 256 + 80.
-    pub fn for_link_mtu(link_mtu: usize) -> Option<IbMtu> {
-        let room = link_mtu.checked_sub(RXE_MAX_HDR_LENGTH)?;
-        IbMtu::ALL.into_iter().rev().find(|m| m.bytes() <= room)
-    }
-}
-
-impl fmt::Display for IbMtu {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "{}", self.bytes())
-    }
-}
-
 #[cfg(test)]
 mod test {
     use super::*;
-
-    #[test]
-    fn path_mtu_as_rxe() {
-        assert_eq!(IbMtu::for_link_mtu(1500), Some(IbMtu::Mtu1024));
-        assert_eq!(IbMtu::for_link_mtu(9000), Some(IbMtu::Mtu4096));
-        assert_eq!(IbMtu::for_link_mtu(65536), Some(IbMtu::Mtu4096));
-        assert_eq!(IbMtu::for_link_mtu(4096 + 80), Some(IbMtu::Mtu4096));
-        assert_eq!(IbMtu::for_link_mtu(4096 + 79), Some(IbMtu::Mtu2048));
-        assert_eq!(IbMtu::for_link_mtu(2128), Some(IbMtu::Mtu2048));
-        assert_eq!(IbMtu::for_link_mtu(576), Some(IbMtu::Mtu256));
-        assert_eq!(IbMtu::for_link_mtu(335), None);
-        assert_eq!(IbMtu::from_bytes(2048).map(IbMtu::to_enum), Some(4));
-    }
 
     #[test]
     fn a_table_can_keep_entries_the_link_cannot_send_from() {

@@ -20,6 +20,7 @@ use core::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
+use uroce_transport::engine::Mtu;
 
 pub mod capture;
 mod ether;
@@ -34,7 +35,7 @@ pub mod tap;
 pub mod udp;
 
 pub use capture::Capture;
-pub use gid::{Gid, GidTable, IbMtu};
+pub use gid::{Gid, GidTable};
 pub use impair::{Impair, ImpairConfig};
 pub use spec::{DeviceSpec, LinkError};
 
@@ -140,7 +141,7 @@ pub struct LinkInfo {
     /// The IP MTU of the link (bytes of IP packet).
     pub mtu: usize,
     /// The RoCE path MTU: the largest IB MTU that fits in `mtu`, or the override.
-    pub path_mtu: IbMtu,
+    pub path_mtu: Mtu,
     pub gids: GidTable,
     /// How many full-size packets (path MTU) the receive side queues before
     /// it drops, about; 0 when unknown. Senders keep less than this in flight.

@@ -24,7 +24,7 @@
 //! 2^-32. Such packets are delivered as [`Integrity::IcrcButIpId`]; IPv6 has no
 //! Identification, so IPv6 packets are fully checked ([`Integrity::Icrc`]).
 
-use super::gid::{Gid, GidTable, IbMtu};
+use super::gid::{Gid, GidTable};
 use super::pseudo;
 use super::spec::{DeviceSpec, LinkError};
 use super::{wire_addr, Direction, FrameSink, Integrity, Link, LinkInfo, LinkStats, RxDatagram, TxDatagram};
@@ -38,6 +38,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 use std::time::Duration;
+use uroce_transport::engine::Mtu;
 use uroce_transport::icrc;
 use uroce_transport::wire::{ICRC_LEN, ROCEV2_UDP_PORT};
 
@@ -132,10 +133,10 @@ impl UdpLink {
             IpAddr::V6(a) => (None, vec![a]),
         };
         let gids = GidTable::new(link_local_gid(ip, mac), ipv4, &ipv6).sending_only_from(Gid::from_ip(ip));
-        let path_mtu = path_mtu.or_else(|| IbMtu::for_link_mtu(mtu)).unwrap_or(IbMtu::Mtu256);
+        let path_mtu = path_mtu.or_else(|| Mtu::for_link_mtu(mtu)).unwrap_or(Mtu::Mtu256);
         let offload = UdpOffload { gso: offload.gso && sock.supports_gso(), gro: offload.gro && sock.enable_gro() };
         let (slot, nslots) = if offload.gro { (GRO_SLOT, GRO_BATCH) } else { (SLOT, MAX_BATCH) };
-        let rx_queue_packets = sock.receive_buffer() / skb_truesize(path_mtu.bytes());
+        let rx_queue_packets = sock.receive_buffer() / skb_truesize(path_mtu.bytes() as usize);
         let name = spec.to_string();
         let info = LinkInfo { kind: "udp", name, ifname, mac, ipv4, ipv6, mtu, path_mtu, gids, rx_queue_packets };
         Ok(UdpLink {
