@@ -5,10 +5,13 @@
 use super::gid::{Gid, GidTable};
 use super::neighbour::{self, Ndisc, NeighbourCache, NeighbourConfig, Resolution};
 use super::{wire_addr, Direction, FrameSink, Integrity, LinkInfo, LinkStats, RxDatagram, TxDatagram};
-use crate::frame::{parse_ethernet, EthFields, FrameError, FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, ETH_HDR};
+use crate::frame::{
+    parse_ethernet, EthFields, FrameError, FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, ETH_HDR, IPV4_HDR, IPV6_HDR,
+    UDP_HDR,
+};
 use crate::sys::mmsg::{self, RxMeta, MAX_BATCH};
 use crate::sys::udp::UdpSocket;
-use smoltcp::wire::{ArpOperation, ArpRepr};
+use smoltcp::wire::{ArpOperation, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::RawFd;
@@ -336,7 +339,7 @@ impl<I: FrameIo> EtherLink<I> {
 
     fn queue_flushed(&mut self, flushed: Option<std::collections::VecDeque<Vec<u8>>>, mac: [u8; 6]) {
         for mut f in flushed.into_iter().flatten() {
-            f[..6].copy_from_slice(&mac);
+            EthernetFrame::new_unchecked(&mut f[..]).set_dst_addr(EthernetAddress(mac));
             self.ctl.push(Ctl { frame: f, roce: true });
         }
     }
@@ -434,23 +437,24 @@ impl<I: FrameIo> EtherLink<I> {
             self.stats.rx_other += 1;
             return false;
         }
-        let to_us = frame[..6] == self.mac;
-        if !to_us && frame[0] & 1 == 0 {
+        let eth = EthernetFrame::new_unchecked(frame);
+        let to_us = eth.dst_addr() == EthernetAddress(self.mac);
+        if !to_us && !eth.dst_addr().is_multicast() {
             self.stats.rx_other += 1; // another host's unicast (promiscuous socket)
             return false;
         }
         if let Some(s) = self.sink.as_mut() {
             s(Direction::Rx, frame);
         }
-        match [frame[12], frame[13]] {
-            [0x08, 0x06] => {
+        match eth.ethertype() {
+            EthernetProtocol::Arp => {
                 if let Some(arp) = neighbour::parse_arp(frame) {
                     self.on_arp(arp, now);
                 }
                 self.stats.rx_other += 1;
                 return false;
             }
-            [0x86, 0xdd] => {
+            EthernetProtocol::Ipv6 => {
                 if let Some(nd) = neighbour::parse_ndisc(frame) {
                     self.on_ndisc(nd, now);
                     self.stats.rx_other += 1;
@@ -528,9 +532,9 @@ impl<I: FrameIo> EtherLink<I> {
 
 /// Where the RoCE packet starts in a frame we built.
 fn roce_offset(frame: &[u8]) -> usize {
-    match [frame[12], frame[13]] {
-        [0x86, 0xdd] => ETH_HDR + 40 + 8,
-        _ => ETH_HDR + 20 + 8,
+    match EthernetFrame::new_unchecked(frame).ethertype() {
+        EthernetProtocol::Ipv6 => ETH_HDR + IPV6_HDR + UDP_HDR,
+        _ => ETH_HDR + IPV4_HDR + UDP_HDR,
     }
 }
 

@@ -29,7 +29,6 @@ pub mod impair;
 pub mod neighbour;
 pub mod netns;
 pub mod packet;
-mod pseudo;
 pub mod spec;
 pub mod tap;
 pub mod udp;
