@@ -12,12 +12,15 @@ use core::ops::Range;
 use smoltcp::wire::{
     EthernetAddress, EthernetFrame, EthernetProtocol, IpAddress, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket,
 };
+use uroce_transport::wire::ip::{self, ipv4, ipv6, udp};
 use uroce_transport::{icrc, wire::ROCEV2_UDP_PORT};
 
-pub const ETH_HDR: usize = 14;
-pub const IPV4_HDR: usize = 20;
-pub const IPV6_HDR: usize = 40;
-pub const UDP_HDR: usize = 8;
+// The header lengths, under the names the stack uses: Ethernet's from
+// smoltcp, IP's and UDP's from the transport, which owns their layout.
+pub use smoltcp::wire::ETHERNET_HEADER_LEN as ETH_HDR;
+pub use uroce_transport::wire::ip::ipv4::HEADER_LEN as IPV4_HDR;
+pub use uroce_transport::wire::ip::ipv6::HEADER_LEN as IPV6_HDR;
+pub use uroce_transport::wire::ip::udp::HEADER_LEN as UDP_HDR;
 
 /// Why a frame is not a well-formed RoCEv2 frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,13 +155,13 @@ pub fn parse_ethernet(frame: &[u8]) -> Result<ParsedFrame<'_>, FrameError> {
 }
 
 /// Whether the bytes at a UDP header's place say "to port 4791".
-fn to_rocev2_port(udp: &[u8]) -> bool {
-    udp.len() >= 4 && u16::from_be_bytes([udp[2], udp[3]]) == ROCEV2_UDP_PORT
+fn to_rocev2_port(h: &[u8]) -> bool {
+    h.get(udp::DST_PORT).is_some_and(|p| u16::from_be_bytes([p[0], p[1]]) == ROCEV2_UDP_PORT)
 }
 
 /// Parses a raw IPv4 or IPv6 packet carrying RoCEv2.
 pub fn parse_ip(packet: &[u8]) -> Result<ParsedFrame<'_>, FrameError> {
-    match packet.first().map(|b| b >> 4) {
+    match packet.first().map(|&b| ip::version(b)) {
         Some(4) => parse_ipv4(packet),
         Some(6) => parse_ipv6(packet),
         _ => Err(FrameError::NotRoce),
@@ -166,8 +169,8 @@ pub fn parse_ip(packet: &[u8]) -> Result<ParsedFrame<'_>, FrameError> {
 }
 
 fn parse_ipv4(packet: &[u8]) -> Result<ParsedFrame<'_>, FrameError> {
-    let ihl = usize::from(packet[0] & 0x0f) * 4;
-    let is_udp = packet.get(9) == Some(&u8::from(IpProtocol::Udp));
+    let ihl = ipv4::header_len(packet[ipv4::VER_IHL]);
+    let is_udp = packet.get(ipv4::PROTOCOL) == Some(&u8::from(IpProtocol::Udp));
     if !is_udp || !to_rocev2_port(packet.get(ihl.max(IPV4_HDR)..).unwrap_or(&[])) {
         return Err(FrameError::NotRoce);
     }
@@ -195,7 +198,7 @@ fn parse_ipv4(packet: &[u8]) -> Result<ParsedFrame<'_>, FrameError> {
 }
 
 fn parse_ipv6(packet: &[u8]) -> Result<ParsedFrame<'_>, FrameError> {
-    let is_udp = packet.get(6) == Some(&u8::from(IpProtocol::Udp));
+    let is_udp = packet.get(ipv6::NEXT_HEADER) == Some(&u8::from(IpProtocol::Udp));
     if !is_udp || !to_rocev2_port(packet.get(IPV6_HDR..).unwrap_or(&[])) {
         return Err(FrameError::NotRoce);
     }
@@ -384,15 +387,46 @@ mod test {
         assert_eq!(parse_ethernet(&[0u8; 10]), Err(FrameError::NotRoce));
         let ip = IpFields::V4(Ipv4Fields::new(Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST, 1));
         let mut buf = build(ip);
-        buf[ETH_HDR + 26] ^= 0xff; // a UDP checksum is reported, not enforced
+        buf[ETH_HDR + IPV4_HDR + udp::CHECKSUM.start] ^= 0xff; // a UDP checksum is reported, not enforced
         assert!(parse_ethernet(&buf).is_ok());
-        buf[ETH_HDR + 10] ^= 0xff; // an IPv4 header checksum is enforced
+        buf[ETH_HDR + ipv4::CHECKSUM.start] ^= 0xff; // an IPv4 header checksum is enforced
         assert_eq!(parse_ethernet(&buf), Err(FrameError::Malformed("IPv4 header checksum")));
         let good = build(ip);
         let cut = &good[..good.len() - 3];
         assert!(matches!(parse_ethernet(cut), Err(FrameError::Malformed(_))));
         let mut tcp = good.clone();
-        tcp[ETH_HDR + 9] = 6;
+        tcp[ETH_HDR + ipv4::PROTOCOL] = 6;
         assert_eq!(parse_ethernet(&tcp), Err(FrameError::NotRoce));
+    }
+
+    /// The ICRC over the bare headers a udp link computes it over (the
+    /// transport's [`ip::emit_headers`]: no checksums) is the ICRC over the
+    /// headers smoltcp's wire types emit, checksums and all.
+    #[test]
+    fn the_icrc_over_the_bare_headers_matches_the_full_headers() {
+        let v4 = (IpAddr::from([10, 1, 2, 3]), IpAddr::from([10, 9, 8, 7]));
+        let v6 = (IpAddr::from([0xfe80, 0, 0, 0, 1, 2, 3, 4]), IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, 0, 9]));
+        let roce: Vec<u8> = (0..1100u32).map(|i| (i * 37 % 251) as u8).collect();
+        for (src, dst) in [v4, v6] {
+            for ident in [0u16, 1, 0xbeef] {
+                let fields = match (src, dst) {
+                    (IpAddr::V4(s), IpAddr::V4(d)) => IpFields::V4(Ipv4Fields::new(s, d, ident)),
+                    (IpAddr::V6(s), IpAddr::V6(d)) => {
+                        IpFields::V6(Ipv6Fields { src: s, dst: d, traffic_class: 0, flow_label: 0, hop_limit: 64 })
+                    }
+                    _ => unreachable!(),
+                };
+                let repr = FrameRepr::new(None, fields, 50123);
+                let mut full = vec![0u8; repr.header_len()];
+                repr.emit(&mut full, roce.len());
+                let mut hdr = [0u8; ip::MAX_HEADERS_LEN];
+                let (iph, n) = ip::emit_headers((src, 50123), (dst, 4791), ident, roce.len(), &mut hdr).unwrap();
+                assert_eq!(n, full.len());
+                let body = &roce[..roce.len() - 4];
+                let ours = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body).unwrap();
+                let theirs = icrc::compute_parts(&full[..iph], &full[iph..], body).unwrap();
+                assert_eq!(ours, theirs, "{src} -> {dst} ident {ident}");
+            }
+        }
     }
 }

@@ -110,8 +110,8 @@ fn packet_to_packet_ipv4_and_ipv6() {
     assert!(a.inner().neighbours().is_empty() && b.neighbours().is_empty());
     assert!(a.inner().has_rx_ring() && b.has_rx_ring(), "frames arrive through the mmap ring");
     assert_eq!(a.info().path_mtu.bytes(), 1024, "veth MTU 1500 gives path MTU 1024, as on rxe");
-    assert_eq!(a.info().gids.get(1).unwrap().to_string(), "::ffff:198.18.0.1");
-    assert_eq!(a.info().gids.get(0).unwrap().to_string(), "fe80::ff:fe00:1");
+    assert_eq!(a.info().gids.get(1).unwrap().to_ipv6().to_string(), "::ffff:198.18.0.1");
+    assert_eq!(a.info().gids.get(0).unwrap().to_ipv6().to_string(), "fe80::ff:fe00:1");
 
     let v4 = one_way(&mut a, &mut b, "198.18.0.2", 16, 0x11);
     assert!(v4.iter().all(|i| *i == Integrity::Icrc));
@@ -372,7 +372,7 @@ fn link_local_gids_resolve_while_the_kernel_still_checks_for_duplicates() {
         let _in = ns.enter(1);
         PacketLink::open(&spec("packet:vb")).unwrap()
     };
-    let (a_ll, b_ll) = (a.info().gids.get(0).unwrap().to_string(), b.info().gids.get(0).unwrap().to_string());
+    let (a_ll, b_ll) = (a.info().gids.get(0).unwrap().ip().to_string(), b.info().gids.get(0).unwrap().ip().to_string());
     assert!(link_local_tentative(&ns, 0, "ndbr") && link_local_tentative(&ns, 1, "vb"), "DAD should still run");
     assert!(a.neighbours().is_empty() && b.neighbours().is_empty());
     one_way(&mut b, &mut a, &a_ll, 8, 0x21);

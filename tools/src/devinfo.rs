@@ -50,7 +50,7 @@ fn guid(g: u64) -> String {
 }
 
 fn mtu(m: Mtu) -> String {
-    format!("{} ({})", m.bytes(), m as u32)
+    format!("{} ({})", m.bytes(), m.to_enum())
 }
 
 /// The text ibv_devinfo prints for this device, tabs included.
@@ -96,7 +96,7 @@ pub fn render(ctx: &Context, verbose: bool) -> String {
         let _ = writeln!(s, "\t\t\tmax_msg_sz:\t\t0x{:x}", port.max_msg_sz);
         let _ = writeln!(s, "\t\t\tgid_tbl_len:\t\t{}", port.gid_tbl_len);
         for (i, g) in ctx.link_info().gids.iter() {
-            let _ = writeln!(s, "\t\t\tGID[{i:3}]:\t\t{}, RoCE v2", uroce_verbs::Gid(g.0));
+            let _ = writeln!(s, "\t\t\tGID[{i:3}]:\t\t{}, RoCE v2", g);
         }
     }
     let _ = writeln!(s);

@@ -11,16 +11,13 @@
 //! (PCLMULQDQ) where the CPU has it; `cargo bench -p uroce-transport --bench icrc`
 //! compares it with table implementations and prints GB/s.
 
-use crate::wire::{bth, ICRC_LEN};
+use crate::wire::ip::{self, ipv4, ipv6, udp, UDP_PROTOCOL};
+use crate::wire::{bth, Bth, ICRC_LEN};
 use core::fmt;
 
-const IPV4_MIN_HDR: usize = 20;
-const IPV6_HDR: usize = 40;
-const UDP_HDR: usize = 8;
-const BTH_LEN: usize = 12;
-const UDP_PROTOCOL: u8 = 17;
-/// 8 bytes of ones + the longest IPv4 header (60) + UDP + BTH.
-const PSEUDO_MAX: usize = 8 + 60 + UDP_HDR + BTH_LEN;
+const BTH_LEN: usize = Bth::<&[u8]>::LEN;
+/// 8 bytes of ones + the longest IPv4 header + UDP + BTH.
+const PSEUDO_MAX: usize = 8 + ipv4::MAX_HEADER_LEN + udp::HEADER_LEN + BTH_LEN;
 
 /// Why an IP packet has no ICRC to compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,15 +43,15 @@ impl std::error::Error for IcrcError {}
 /// carrying UDP directly.
 fn ip_header_len(ip_packet: &[u8]) -> Result<usize, IcrcError> {
     let first = *ip_packet.first().ok_or(IcrcError::Truncated)?;
-    let (len, proto) = match first >> 4 {
+    let (len, proto) = match ip::version(first) {
         4 => {
-            let ihl = usize::from(first & 0x0f) * 4;
-            if ihl < IPV4_MIN_HDR {
+            let ihl = ipv4::header_len(first);
+            if ihl < ipv4::HEADER_LEN {
                 return Err(IcrcError::NotRoceV2);
             }
-            (ihl, ip_packet.get(9))
+            (ihl, ip_packet.get(ipv4::PROTOCOL))
         }
-        6 => (IPV6_HDR, ip_packet.get(6)),
+        6 => (ipv6::HEADER_LEN, ip_packet.get(ipv6::NEXT_HEADER)),
         _ => return Err(IcrcError::NotRoceV2),
     };
     match proto {
@@ -68,26 +65,24 @@ fn ip_header_len(ip_packet: &[u8]) -> Result<usize, IcrcError> {
 /// variant fields masked; returns the length used.
 fn masked_pseudo_header(ip_hdr: &[u8], udp_hdr: &[u8], bth: &[u8], out: &mut [u8; PSEUDO_MAX]) -> usize {
     out[..8].fill(0xff);
-    let ip = 8..8 + ip_hdr.len();
-    out[ip.clone()].copy_from_slice(ip_hdr);
-    let ipb = &mut out[ip.clone()];
-    if ipb[0] >> 4 == 4 {
-        ipb[1] = 0xff; // TOS (DSCP, ECN)
-        ipb[8] = 0xff; // TTL
-        ipb[10] = 0xff; // header checksum
-        ipb[11] = 0xff;
+    let i = 8..8 + ip_hdr.len();
+    out[i.clone()].copy_from_slice(ip_hdr);
+    let ipb = &mut out[i.clone()];
+    if ip::version(ipb[0]) == 4 {
+        ipb[ipv4::TOS] = 0xff; // DSCP, ECN
+        ipb[ipv4::TTL] = 0xff;
+        ipb[ipv4::CHECKSUM].fill(0xff);
     } else {
-        ipb[0] |= 0x0f; // traffic class, high nibble
-        ipb[1] = 0xff; // traffic class, low nibble; flow label
-        ipb[2] = 0xff;
-        ipb[3] = 0xff;
-        ipb[7] = 0xff; // hop limit
+        // All but the version: traffic class and flow label.
+        let class_flow = &mut ipb[ipv6::VER_CLASS_FLOW];
+        class_flow[0] |= 0x0f;
+        class_flow[1..].fill(0xff);
+        ipb[ipv6::HOP_LIMIT] = 0xff;
     }
-    let udp = ip.end..ip.end + UDP_HDR;
-    out[udp.clone()].copy_from_slice(udp_hdr);
-    out[udp.end - 2] = 0xff; // UDP checksum
-    out[udp.end - 1] = 0xff;
-    let b = udp.end..udp.end + BTH_LEN;
+    let u = i.end..i.end + udp::HEADER_LEN;
+    out[u.clone()].copy_from_slice(udp_hdr);
+    out[u.start..][udp::CHECKSUM].fill(0xff);
+    let b = u.end..u.end + BTH_LEN;
     out[b.clone()].copy_from_slice(bth);
     out[b.start + bth::ICRC_MASKED_BYTE] = 0xff;
     b.end
@@ -97,10 +92,10 @@ fn masked_pseudo_header(ip_hdr: &[u8], udp_hdr: &[u8], bth: &[u8], out: &mut [u8
 /// the UDP payload from the BTH up to (not including) the ICRC. Used by senders
 /// whose kernel writes the IP header, and by [`compute`].
 pub fn compute_parts(ip_hdr: &[u8], udp_hdr: &[u8], roce: &[u8]) -> Result<u32, IcrcError> {
-    if roce.len() < BTH_LEN || udp_hdr.len() != UDP_HDR {
+    if roce.len() < BTH_LEN || udp_hdr.len() != udp::HEADER_LEN {
         return Err(IcrcError::Truncated);
     }
-    if ip_hdr.len() > 60 {
+    if ip_hdr.len() > ipv4::MAX_HEADER_LEN {
         return Err(IcrcError::NotRoceV2);
     }
     let mut pseudo = [0u8; PSEUDO_MAX];
@@ -115,11 +110,12 @@ pub fn compute_parts(ip_hdr: &[u8], udp_hdr: &[u8], roce: &[u8]) -> Result<u32, 
 /// ignored). `ip_packet` must end where the IP header's length says it does.
 pub fn compute(ip_packet: &[u8]) -> Result<u32, IcrcError> {
     let ip_len = ip_header_len(ip_packet)?;
-    if ip_packet.len() < ip_len + UDP_HDR + BTH_LEN + ICRC_LEN {
+    let roce = ip_len + udp::HEADER_LEN;
+    if ip_packet.len() < roce + BTH_LEN + ICRC_LEN {
         return Err(IcrcError::Truncated);
     }
     let end = ip_packet.len() - ICRC_LEN;
-    compute_parts(&ip_packet[..ip_len], &ip_packet[ip_len..ip_len + UDP_HDR], &ip_packet[ip_len + UDP_HDR..end])
+    compute_parts(&ip_packet[..ip_len], &ip_packet[ip_len..roce], &ip_packet[roce..end])
 }
 
 /// The ICRC carried in the last 4 bytes of a packet.

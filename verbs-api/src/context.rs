@@ -121,7 +121,7 @@ impl Context {
     /// one (as on rxe), then other IPv6 addresses.
     pub fn query_gid(&self, index: usize) -> Result<Gid, Error> {
         let gids = &self.driver().info.gids;
-        gids.get(index).map(|g| Gid(g.0)).ok_or(Error::NoSuchGid { index, len: gids.len() })
+        gids.get(index).ok_or(Error::NoSuchGid { index, len: gids.len() })
     }
 
     /// GID `index`, if this device can send packets from it: a udp link sends

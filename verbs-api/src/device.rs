@@ -49,11 +49,6 @@ impl Device {
     }
 }
 
-/// The engine's MTU enum for a path MTU in bytes.
-pub(crate) fn engine_mtu(bytes: usize) -> Mtu {
-    Mtu::from_bytes(bytes as u32).unwrap_or(Mtu::Mtu1024)
-}
-
 /// `struct ibv_device_attr`, with the limits of the kernel rxe where uroce
 /// has none of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,7 +173,7 @@ impl PortAttr {
         PortAttr {
             state: PortState::Active,
             max_mtu: Mtu::Mtu4096,
-            active_mtu: engine_mtu(info.path_mtu.bytes()),
+            active_mtu: info.path_mtu,
             gid_tbl_len: info.gids.len() as u32,
             max_msg_sz: MAX_MSG_SZ,
             lid: 0,

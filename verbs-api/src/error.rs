@@ -78,7 +78,7 @@ impl fmt::Display for Error {
                 f,
                 "GID index {index} ({}) of {device} cannot be sent from: a udp device sends from its own address only \
                  (GID index {usable}); for link-local GIDs over udp, open udp:[fe80::...%IFACE], or use a packet device",
-                std::net::Ipv6Addr::from(gid.0)
+                gid.to_ipv6()
             ),
             Error::InvalidValue { verb, what } => write!(f, "{verb}: invalid {what}"),
             Error::Timeout { verb } => write!(f, "{verb}: timed out"),

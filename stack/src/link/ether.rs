@@ -2,17 +2,21 @@
 //! [`crate::frame`], the ICRC on transmit and its check on receive, ARP and
 //! neighbour discovery for the link's own addresses, and the neighbour cache.
 
-use super::gid::{Gid, GidTable, IbMtu};
+use super::gid::{Gid, GidTable};
 use super::neighbour::{self, Ndisc, NeighbourCache, NeighbourConfig, Resolution};
 use super::{wire_addr, Direction, FrameSink, Integrity, LinkInfo, LinkStats, RxDatagram, TxDatagram};
-use crate::frame::{parse_ethernet, EthFields, FrameError, FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, ETH_HDR};
+use crate::frame::{
+    parse_ethernet, EthFields, FrameError, FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, ETH_HDR, IPV4_HDR, IPV6_HDR,
+    UDP_HDR,
+};
 use crate::sys::mmsg::{self, RxMeta, MAX_BATCH};
 use crate::sys::udp::UdpSocket;
-use smoltcp::wire::{ArpOperation, ArpRepr};
+use smoltcp::wire::{ArpOperation, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
+use uroce_transport::engine::Mtu;
 use uroce_transport::icrc;
 use uroce_transport::wire::ICRC_LEN;
 
@@ -38,7 +42,7 @@ pub(crate) struct EtherConfig {
     /// Addresses the host kernel also holds: it answers ARP/ND for them.
     pub kernel_owned: Vec<IpAddr>,
     pub mtu: usize,
-    pub path_mtu: Option<IbMtu>,
+    pub path_mtu: Option<Mtu>,
     /// Sockets keeping the kernel from answering our RoCE packets with ICMP.
     pub guards: Vec<UdpSocket>,
     /// [`LinkInfo::rx_queue_packets`].
@@ -82,11 +86,11 @@ pub(crate) struct EtherLink<I: FrameIo> {
 impl<I: FrameIo> EtherLink<I> {
     pub(crate) fn new(io: I, cfg: EtherConfig) -> EtherLink<I> {
         let link_local = Gid::link_local(cfg.mac);
-        let ll = Ipv6Addr::from(link_local.0);
+        let ll = link_local.to_ipv6();
         let mut ipv6 = vec![ll];
         ipv6.extend(cfg.ipv6.iter().copied().filter(|a| *a != ll));
         let gids = GidTable::new(link_local, cfg.ipv4.map(|a| a.0), &ipv6[1..]);
-        let path_mtu = cfg.path_mtu.or_else(|| IbMtu::for_link_mtu(cfg.mtu)).unwrap_or(IbMtu::Mtu256);
+        let path_mtu = cfg.path_mtu.or_else(|| Mtu::for_link_mtu(cfg.mtu)).unwrap_or(Mtu::Mtu256);
         let info = LinkInfo {
             kind: cfg.kind,
             name: cfg.name,
@@ -335,7 +339,7 @@ impl<I: FrameIo> EtherLink<I> {
 
     fn queue_flushed(&mut self, flushed: Option<std::collections::VecDeque<Vec<u8>>>, mac: [u8; 6]) {
         for mut f in flushed.into_iter().flatten() {
-            f[..6].copy_from_slice(&mac);
+            EthernetFrame::new_unchecked(&mut f[..]).set_dst_addr(EthernetAddress(mac));
             self.ctl.push(Ctl { frame: f, roce: true });
         }
     }
@@ -433,23 +437,24 @@ impl<I: FrameIo> EtherLink<I> {
             self.stats.rx_other += 1;
             return false;
         }
-        let to_us = frame[..6] == self.mac;
-        if !to_us && frame[0] & 1 == 0 {
+        let eth = EthernetFrame::new_unchecked(frame);
+        let to_us = eth.dst_addr() == EthernetAddress(self.mac);
+        if !to_us && !eth.dst_addr().is_multicast() {
             self.stats.rx_other += 1; // another host's unicast (promiscuous socket)
             return false;
         }
         if let Some(s) = self.sink.as_mut() {
             s(Direction::Rx, frame);
         }
-        match [frame[12], frame[13]] {
-            [0x08, 0x06] => {
+        match eth.ethertype() {
+            EthernetProtocol::Arp => {
                 if let Some(arp) = neighbour::parse_arp(frame) {
                     self.on_arp(arp, now);
                 }
                 self.stats.rx_other += 1;
                 return false;
             }
-            [0x86, 0xdd] => {
+            EthernetProtocol::Ipv6 => {
                 if let Some(nd) = neighbour::parse_ndisc(frame) {
                     self.on_ndisc(nd, now);
                     self.stats.rx_other += 1;
@@ -527,9 +532,9 @@ impl<I: FrameIo> EtherLink<I> {
 
 /// Where the RoCE packet starts in a frame we built.
 fn roce_offset(frame: &[u8]) -> usize {
-    match [frame[12], frame[13]] {
-        [0x86, 0xdd] => ETH_HDR + 40 + 8,
-        _ => ETH_HDR + 20 + 8,
+    match EthernetFrame::new_unchecked(frame).ethertype() {
+        EthernetProtocol::Ipv6 => ETH_HDR + IPV6_HDR + UDP_HDR,
+        _ => ETH_HDR + IPV4_HDR + UDP_HDR,
     }
 }
 
@@ -627,7 +632,7 @@ mod tests {
 
     /// A link whose link-local address the kernel also holds (`kernel_owned`).
     fn link(kernel_owned: bool) -> (EtherLink<Recorder>, Ipv6Addr) {
-        let ll = Ipv6Addr::from(Gid::link_local(OURS).0);
+        let ll = Gid::link_local(OURS).to_ipv6();
         let cfg = EtherConfig {
             kind: "packet",
             name: "packet:test0".into(),
@@ -658,7 +663,7 @@ mod tests {
         // The kernel does not answer while the address is tentative: the
         // peer would wait for the whole of duplicate address detection.
         let (mut l, ll) = link(true);
-        let peer = Ipv6Addr::from(Gid::link_local(PEER).0);
+        let peer = Gid::link_local(PEER).to_ipv6();
         assert_eq!(adverts_after_solicit(&mut l, peer, ll), 1);
         assert_eq!(l.stats().nd_adverts_sent, 1);
     }
@@ -675,7 +680,7 @@ mod tests {
     #[test]
     fn solicitations_for_other_addresses_are_not_answered() {
         let (mut l, _) = link(false);
-        let other = Ipv6Addr::from(Gid::link_local(PEER).0);
+        let other = Gid::link_local(PEER).to_ipv6();
         assert_eq!(adverts_after_solicit(&mut l, other, other), 0);
     }
 }

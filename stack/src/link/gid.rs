@@ -1,57 +1,14 @@
-//! GIDs, the GID table as rxe fills it, and the RoCE path MTU.
+//! The GID table as rxe fills it.
 //!
 //! rxe's table (RoCE v2 entries only): index 0 the link-local GID
 //! `fe80::` + the EUI-64 of the interface's MAC, index 1 the IPv4-mapped GID
 //! `::ffff:a.b.c.d` of the interface's IPv4 address, then further IPv6
 //! addresses. So `-g 1` / `-x 1` mean the same on uroce as on rxe.
 
-use core::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// A 128-bit RoCEv2 GID: an IPv6 address, IPv4 as `::ffff:a.b.c.d`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Gid(pub [u8; 16]);
-
-impl Gid {
-    pub fn from_ip(ip: IpAddr) -> Gid {
-        match ip {
-            IpAddr::V4(v4) => Gid(v4.to_ipv6_mapped().octets()),
-            IpAddr::V6(v6) => Gid(v6.octets()),
-        }
-    }
-
-    /// The IP address packets to this GID go to (IPv4 for a mapped GID).
-    pub fn ip(&self) -> IpAddr {
-        let v6 = Ipv6Addr::from(self.0);
-        match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
-        }
-    }
-
-    /// `fe80::` + the modified EUI-64 of `mac`, as the kernel forms it.
-    pub fn link_local(mac: [u8; 6]) -> Gid {
-        let mut g = [0u8; 16];
-        g[0] = 0xfe;
-        g[1] = 0x80;
-        g[8] = mac[0] ^ 0x02;
-        g[9] = mac[1];
-        g[10] = mac[2];
-        g[11] = 0xff;
-        g[12] = 0xfe;
-        g[13] = mac[3];
-        g[14] = mac[4];
-        g[15] = mac[5];
-        Gid(g)
-    }
-}
-
-impl fmt::Display for Gid {
-    /// As `ibv_devinfo -v` and the pingpong tools print it.
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "{}", Ipv6Addr::from(self.0))
-    }
-}
+/// The GID is the transport's: one type from the wire to the verbs.
+pub use uroce_transport::engine::Gid;
 
 /// The GID table of a port: index 0 link-local, index 1 IPv4-mapped (absent
 /// when the link has no IPv4 address), then other IPv6 addresses.
@@ -68,7 +25,7 @@ impl GidTable {
     pub fn new(link_local: Gid, ipv4: Option<Ipv4Addr>, other_ipv6: &[Ipv6Addr]) -> GidTable {
         let mut entries = vec![Some(link_local), ipv4.map(|a| Gid::from_ip(IpAddr::V4(a)))];
         for a in other_ipv6 {
-            let g = Gid(a.octets());
+            let g = Gid::from_ip(IpAddr::V6(*a));
             if g != link_local {
                 entries.push(Some(g));
             }
@@ -111,71 +68,9 @@ impl GidTable {
     }
 }
 
-/// An InfiniBand MTU: the largest RoCE payload of one packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum IbMtu {
-    Mtu256 = 1,
-    Mtu512 = 2,
-    Mtu1024 = 3,
-    Mtu2048 = 4,
-    Mtu4096 = 5,
-}
-
-/// What rxe subtracts from the netdev MTU before picking the IB MTU
-/// (`RXE_MAX_HDR_LENGTH`: IPv6 + UDP + BTH + the largest extension headers + ICRC).
-pub const RXE_MAX_HDR_LENGTH: usize = 80;
-
-impl IbMtu {
-    pub const ALL: [IbMtu; 5] = [IbMtu::Mtu256, IbMtu::Mtu512, IbMtu::Mtu1024, IbMtu::Mtu2048, IbMtu::Mtu4096];
-
-    pub fn bytes(self) -> usize {
-        256 << (self as usize - 1)
-    }
-
-    /// The `enum ibv_mtu` value (1 = 256 .. 5 = 4096).
-    pub fn to_enum(self) -> u8 {
-        self as u8
-    }
-
-    pub fn from_bytes(n: usize) -> Option<IbMtu> {
-        IbMtu::ALL.into_iter().find(|m| m.bytes() == n)
-    }
-
-    pub fn from_enum(v: u8) -> Option<IbMtu> {
-        IbMtu::ALL.into_iter().find(|m| m.to_enum() == v)
-    }
-
-    /// The path MTU rxe uses on a netdev of IP MTU `link_mtu`
-    /// (`eth_mtu_int_to_enum`): the largest IB MTU not above
-    /// `link_mtu - 80`; `None` below 256 + 80.
-    pub fn for_link_mtu(link_mtu: usize) -> Option<IbMtu> {
-        let room = link_mtu.checked_sub(RXE_MAX_HDR_LENGTH)?;
-        IbMtu::ALL.into_iter().rev().find(|m| m.bytes() <= room)
-    }
-}
-
-impl fmt::Display for IbMtu {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "{}", self.bytes())
-    }
-}
-
 #[cfg(test)]
 mod test {
     use super::*;
-
-    #[test]
-    fn path_mtu_as_rxe() {
-        assert_eq!(IbMtu::for_link_mtu(1500), Some(IbMtu::Mtu1024));
-        assert_eq!(IbMtu::for_link_mtu(9000), Some(IbMtu::Mtu4096));
-        assert_eq!(IbMtu::for_link_mtu(65536), Some(IbMtu::Mtu4096));
-        assert_eq!(IbMtu::for_link_mtu(4096 + 80), Some(IbMtu::Mtu4096));
-        assert_eq!(IbMtu::for_link_mtu(4096 + 79), Some(IbMtu::Mtu2048));
-        assert_eq!(IbMtu::for_link_mtu(2128), Some(IbMtu::Mtu2048));
-        assert_eq!(IbMtu::for_link_mtu(576), Some(IbMtu::Mtu256));
-        assert_eq!(IbMtu::for_link_mtu(335), None);
-        assert_eq!(IbMtu::from_bytes(2048).map(IbMtu::to_enum), Some(4));
-    }
 
     #[test]
     fn a_table_can_keep_entries_the_link_cannot_send_from() {
@@ -192,8 +87,8 @@ mod test {
     fn table_as_rxe() {
         let mac = [0x02, 0, 0, 0, 0, 0x03];
         let t = GidTable::new(Gid::link_local(mac), Some(Ipv4Addr::new(198, 18, 0, 3)), &[]);
-        assert_eq!(t.get(0).unwrap().to_string(), "fe80::ff:fe00:3");
-        assert_eq!(t.get(1).unwrap().to_string(), "::ffff:198.18.0.3");
+        assert_eq!(t.get(0).unwrap().to_ipv6().to_string(), "fe80::ff:fe00:3");
+        assert_eq!(t.get(1).unwrap().to_ipv6().to_string(), "::ffff:198.18.0.3");
         assert_eq!(t.get(1).unwrap().ip(), IpAddr::V4(Ipv4Addr::new(198, 18, 0, 3)));
         assert_eq!(t.index_of(Gid::from_ip("198.18.0.3".parse().unwrap())), Some(1));
         let v6only = GidTable::new(Gid::link_local(mac), None, &["fd00::3".parse().unwrap()]);

@@ -20,6 +20,7 @@ use core::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
+use uroce_transport::engine::Mtu;
 
 pub mod capture;
 mod ether;
@@ -28,13 +29,12 @@ pub mod impair;
 pub mod neighbour;
 pub mod netns;
 pub mod packet;
-mod pseudo;
 pub mod spec;
 pub mod tap;
 pub mod udp;
 
 pub use capture::Capture;
-pub use gid::{Gid, GidTable, IbMtu};
+pub use gid::{Gid, GidTable};
 pub use impair::{Impair, ImpairConfig};
 pub use spec::{DeviceSpec, LinkError};
 
@@ -140,7 +140,7 @@ pub struct LinkInfo {
     /// The IP MTU of the link (bytes of IP packet).
     pub mtu: usize,
     /// The RoCE path MTU: the largest IB MTU that fits in `mtu`, or the override.
-    pub path_mtu: IbMtu,
+    pub path_mtu: Mtu,
     pub gids: GidTable,
     /// How many full-size packets (path MTU) the receive side queues before
     /// it drops, about; 0 when unknown. Senders keep less than this in flight.
@@ -212,14 +212,10 @@ impl<L: Link + ?Sized> Link for Box<L> {
 }
 
 /// The peer as it goes on the wire: IPv4-mapped IPv6 addresses become IPv4.
+/// That is the address of the peer's GID, so it is [`Gid::ip`]; callers that
+/// hold a GID call that directly.
 pub fn wire_addr(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
-        },
-        v4 => v4,
-    }
+    Gid::from_ip(ip).ip()
 }
 
 impl fmt::Display for LinkInfo {

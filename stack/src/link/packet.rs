@@ -94,7 +94,7 @@ impl PacketLink {
             });
             (v4, ipv6.iter().copied().collect())
         };
-        let link_local = IpAddr::V6(std::net::Ipv6Addr::from(super::gid::Gid::link_local(our_mac).0));
+        let link_local = super::gid::Gid::link_local(our_mac).ip();
         let ours: Vec<IpAddr> =
             v4.iter().map(|a| IpAddr::V4(a.0)).chain(v6.iter().map(|a| IpAddr::V6(*a))).chain([link_local]).collect();
         let kernel_owned: Vec<IpAddr> = ours.iter().copied().filter(|ip| all.iter().any(|a| a.ip == *ip)).collect();

@@ -2,7 +2,6 @@
 //! each with an optional `,mtu=N` overriding the RoCE path MTU (256..4096);
 //! and the errors of opening a link, phrased so the user can act on them.
 
-use super::gid::IbMtu;
 use super::packet::PacketLink;
 use super::tap::TapLink;
 use super::udp::UdpLink;
@@ -11,13 +10,14 @@ use core::fmt;
 use core::str::FromStr;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use uroce_transport::engine::Mtu;
 
 /// A parsed `-d` device name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceSpec {
     /// `udp:IP`: a kernel UDP socket on `IP:4791`; a link-local IPv6 address
     /// with the interface it is on, `udp:[fe80::1%eth0]` (`scope`).
-    Udp { ip: IpAddr, scope: Option<String>, path_mtu: Option<IbMtu> },
+    Udp { ip: IpAddr, scope: Option<String>, path_mtu: Option<Mtu> },
     /// `packet:IFACE[,ip=IP][,mac=MAC]`: AF_PACKET on an existing interface;
     /// without `ip=`/`mac=`, the interface's own address and MAC.
     Packet {
@@ -25,7 +25,7 @@ pub enum DeviceSpec {
         ipv4: Option<Ipv4Addr>,
         ipv6: Option<Ipv6Addr>,
         mac: Option<[u8; 6]>,
-        path_mtu: Option<IbMtu>,
+        path_mtu: Option<Mtu>,
     },
     /// `tap:NAME,ip=IP/LEN`: a TAP device, created if missing; uroce's own
     /// address and prefix on it (an IPv4 and/or an IPv6 `ip=`).
@@ -34,7 +34,7 @@ pub enum DeviceSpec {
         ipv4: Option<(Ipv4Addr, u8)>,
         ipv6: Option<(Ipv6Addr, u8)>,
         mac: Option<[u8; 6]>,
-        path_mtu: Option<IbMtu>,
+        path_mtu: Option<Mtu>,
     },
 }
 
@@ -183,7 +183,12 @@ impl FromStr for DeviceSpec {
                 }
                 (_, "mtu") => {
                     let n: usize = v.parse().map_err(|_| bad(format!("mtu {v:?} is not a number")))?;
-                    path_mtu = Some(IbMtu::from_bytes(n).ok_or_else(|| bad(format!("mtu {n} is not an IB MTU")))?);
+                    path_mtu = Some(
+                        u32::try_from(n)
+                            .ok()
+                            .and_then(Mtu::from_bytes)
+                            .ok_or_else(|| bad(format!("mtu {n} is not an IB MTU")))?,
+                    );
                 }
                 _ => return Err(bad(format!("{kind}: unknown option {k:?}"))),
             }
@@ -227,7 +232,7 @@ impl FromStr for DeviceSpec {
 
 impl fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        let mtu = |m: &Option<IbMtu>| m.map(|m| format!(",mtu={}", m.bytes())).unwrap_or_default();
+        let mtu = |m: &Option<Mtu>| m.map(|m| format!(",mtu={}", m.bytes())).unwrap_or_default();
         match self {
             DeviceSpec::Udp { ip, scope: Some(scope), path_mtu } => write!(f, "udp:[{ip}%{scope}]{}", mtu(path_mtu)),
             DeviceSpec::Udp { ip, scope: None, path_mtu } => write!(f, "udp:{ip}{}", mtu(path_mtu)),

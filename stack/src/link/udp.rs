@@ -24,8 +24,7 @@
 //! 2^-32. Such packets are delivered as [`Integrity::IcrcButIpId`]; IPv6 has no
 //! Identification, so IPv6 packets are fully checked ([`Integrity::Icrc`]).
 
-use super::gid::{Gid, GidTable, IbMtu};
-use super::pseudo;
+use super::gid::{Gid, GidTable};
 use super::spec::{DeviceSpec, LinkError};
 use super::{wire_addr, Direction, FrameSink, Integrity, Link, LinkInfo, LinkStats, RxDatagram, TxDatagram};
 use crate::frame::{FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, UDP_HDR};
@@ -38,7 +37,9 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 use std::time::Duration;
+use uroce_transport::engine::Mtu;
 use uroce_transport::icrc;
+use uroce_transport::wire::ip::{emit_headers, ipv4, MAX_HEADERS_LEN};
 use uroce_transport::wire::{ICRC_LEN, ROCEV2_UDP_PORT};
 
 /// BTH + ICRC: the shortest RoCEv2 packet.
@@ -132,10 +133,10 @@ impl UdpLink {
             IpAddr::V6(a) => (None, vec![a]),
         };
         let gids = GidTable::new(link_local_gid(ip, mac), ipv4, &ipv6).sending_only_from(Gid::from_ip(ip));
-        let path_mtu = path_mtu.or_else(|| IbMtu::for_link_mtu(mtu)).unwrap_or(IbMtu::Mtu256);
+        let path_mtu = path_mtu.or_else(|| Mtu::for_link_mtu(mtu)).unwrap_or(Mtu::Mtu256);
         let offload = UdpOffload { gso: offload.gso && sock.supports_gso(), gro: offload.gro && sock.enable_gro() };
         let (slot, nslots) = if offload.gro { (GRO_SLOT, GRO_BATCH) } else { (SLOT, MAX_BATCH) };
-        let rx_queue_packets = sock.receive_buffer() / skb_truesize(path_mtu.bytes());
+        let rx_queue_packets = sock.receive_buffer() / skb_truesize(path_mtu.bytes() as usize);
         let name = spec.to_string();
         let info = LinkInfo { kind: "udp", name, ifname, mac, ipv4, ipv6, mtu, path_mtu, gids, rx_queue_packets };
         Ok(UdpLink {
@@ -222,9 +223,8 @@ impl UdpLink {
             self.stats.rx_malformed += 1;
             return false;
         };
-        let mut hdr = [0u8; pseudo::MAX];
-        let Some((iph, n)) = pseudo::headers((peer, src.port()), (local, ROCEV2_UDP_PORT), 0, roce.len(), &mut hdr)
-        else {
+        let mut hdr = [0u8; MAX_HEADERS_LEN];
+        let Some((iph, n)) = emit_headers((peer, src.port()), (local, ROCEV2_UDP_PORT), 0, roce.len(), &mut hdr) else {
             self.stats.rx_malformed += 1;
             return false;
         };
@@ -322,7 +322,7 @@ impl UdpLink {
 impl Link for UdpLink {
     fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
         let mut sent = 0;
-        let mut hdr = [0u8; pseudo::MAX];
+        let mut hdr = [0u8; MAX_HEADERS_LEN];
         for chunk in batch.chunks(MAX_BATCH) {
             // Which datagrams this link can carry at all.
             let mut ok = [false; MAX_BATCH];
@@ -353,7 +353,7 @@ impl Link for UdpLink {
                     let ident = if len > 1 { (k - group.start) as u16 } else { 0 };
                     let ends = ((self.local, ROCEV2_UDP_PORT), (wire_addr(d.peer), ROCEV2_UDP_PORT));
                     // The families match: `ok` checked.
-                    let (iph, n) = pseudo::headers(ends.0, ends.1, ident, d.roce.len(), &mut hdr).unwrap_or((0, 0));
+                    let (iph, n) = emit_headers(ends.0, ends.1, ident, d.roce.len(), &mut hdr).unwrap_or((0, 0));
                     let body = &d.roce[..d.roce.len() - ICRC_LEN];
                     icrcs[k] = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body).unwrap_or(0).to_le_bytes();
                 }
@@ -502,7 +502,7 @@ pub(crate) struct IdentSolver {
 /// Bytes of the ICRC input after the Identification field: the rest of the
 /// IPv4 header (14), UDP (8), then BTH .. before the ICRC (`body`).
 fn bytes_after_ident(body: usize) -> usize {
-    14 + UDP_HDR + body
+    ipv4::HEADER_LEN - ipv4::IDENT.end + UDP_HDR + body
 }
 
 impl IdentSolver {
@@ -629,7 +629,7 @@ fn bind(ip: IpAddr, scope_id: u32, offload: UdpOffload) -> Result<UdpSocket, Lin
 /// address. Only the first can be sent from: the socket is bound to `ip`.
 fn link_local_gid(ip: IpAddr, mac: Option<[u8; 6]>) -> Gid {
     match (ip, mac) {
-        (IpAddr::V6(v6), _) if v6.is_unicast_link_local() => Gid(v6.octets()),
+        (IpAddr::V6(v6), _) if v6.is_unicast_link_local() => Gid::from_ip(ip),
         (_, Some(m)) => Gid::link_local(m),
         (IpAddr::V4(v4), None) => {
             let o = v4.octets();

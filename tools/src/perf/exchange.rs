@@ -341,12 +341,10 @@ impl Comm {
         }
         let len = if peer.version >= 5.31 { 2 } else { 4 };
         let mut cur = vec![0u8; len];
-        let text = (mine as u32).to_string();
+        let text = mine.to_enum().to_string();
         cur[..text.len().min(len - 1)].copy_from_slice(&text.as_bytes()[..text.len().min(len - 1)]);
         let theirs = atof(&c_str(&self.xchg(&cur, "the MTU")?)) as u32;
-        let rem = [Mtu::Mtu256, Mtu::Mtu512, Mtu::Mtu1024, Mtu::Mtu2048, Mtu::Mtu4096]
-            .into_iter()
-            .find(|m| *m as u32 == theirs);
+        let rem = u8::try_from(theirs).ok().and_then(Mtu::from_enum);
         Ok(match rem {
             Some(r) if r < mine => r,
             _ => mine,

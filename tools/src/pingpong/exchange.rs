@@ -53,7 +53,7 @@ impl Dest {
 
     /// The GID as `inet_ntop(AF_INET6)` prints it, as the C tools do.
     pub fn gid_text(&self) -> String {
-        std::net::Ipv6Addr::from(self.gid.0).to_string()
+        self.gid.to_ipv6().to_string()
     }
 }
 
@@ -140,18 +140,6 @@ impl Server {
         let mut done = [0u8; MSG_LEN];
         let _ = s.read(&mut done);
         Ok((theirs, peer.ip()))
-    }
-}
-
-/// The GID to reach a peer that sent none (the C tools without -g): its
-/// IPv4-mapped TCP address.
-pub fn gid_of(ip: IpAddr) -> Gid {
-    match ip {
-        IpAddr::V4(v4) => Gid::from_ipv4(v4.octets()),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => Gid::from_ipv4(v4.octets()),
-            None => Gid(v6.octets()),
-        },
     }
 }
 

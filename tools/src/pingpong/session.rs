@@ -210,7 +210,7 @@ fn post_recvs(p: &Params, side: &Side, n: u32) -> Result<(), String> {
 /// RTR and RTS with the C tools' attributes; a peer that sent no GID is reached
 /// at its TCP address.
 fn connect(p: &Params, side: &mut Side, mine: &Dest, theirs: &Dest, tcp_peer: IpAddr) -> Result<(), String> {
-    let dgid = if theirs.gid == Gid::default() { exchange::gid_of(tcp_peer) } else { theirs.gid };
+    let dgid = if theirs.gid == Gid::default() { Gid::from_ip(tcp_peer) } else { theirs.gid };
     let mut c = ConnectAttr::new(theirs.qpn, theirs.psn, dgid);
     c.sq_psn = Some(mine.psn);
     c.sgid_index = p.gid_idx.unwrap_or(1) as u8;

@@ -49,13 +49,43 @@ pub enum Mtu {
     Mtu4096 = 5,
 }
 
+/// What rxe subtracts from the netdev MTU before picking the IB MTU
+/// (`RXE_MAX_HDR_LENGTH`: IPv6 + UDP + BTH + the largest extension headers + ICRC).
+const RXE_MAX_HDR_LENGTH: usize = 80;
+
 impl Mtu {
+    pub const ALL: [Mtu; 5] = [Mtu::Mtu256, Mtu::Mtu512, Mtu::Mtu1024, Mtu::Mtu2048, Mtu::Mtu4096];
+
+    /// The largest RoCE payload of one packet.
     pub const fn bytes(self) -> u32 {
         128 << (self as u32)
     }
     /// The enum for a byte count, when it is one of the five.
     pub fn from_bytes(n: u32) -> Option<Mtu> {
-        [Mtu::Mtu256, Mtu::Mtu512, Mtu::Mtu1024, Mtu::Mtu2048, Mtu::Mtu4096].into_iter().find(|m| m.bytes() == n)
+        Mtu::ALL.into_iter().find(|m| m.bytes() == n)
+    }
+    /// The `enum ibv_mtu` value (1 = 256 .. 5 = 4096), as CM REQs and
+    /// perftest's MTU exchange carry it.
+    pub const fn to_enum(self) -> u8 {
+        self as u8
+    }
+    /// The MTU of an `enum ibv_mtu` value, when it is one of the five.
+    pub fn from_enum(v: u8) -> Option<Mtu> {
+        Mtu::ALL.into_iter().find(|m| m.to_enum() == v)
+    }
+    /// The path MTU rxe uses on a netdev of IP MTU `link_mtu`
+    /// (`eth_mtu_int_to_enum`): the largest IB MTU not above
+    /// `link_mtu - 80`; `None` below 256 + 80.
+    pub fn for_link_mtu(link_mtu: usize) -> Option<Mtu> {
+        let room = link_mtu.checked_sub(RXE_MAX_HDR_LENGTH)?;
+        Mtu::ALL.into_iter().rev().find(|m| m.bytes() as usize <= room)
+    }
+}
+
+impl fmt::Display for Mtu {
+    /// The byte count, as `-m` takes it and the tools print it.
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.bytes())
     }
 }
 
@@ -197,3 +227,28 @@ impl fmt::Display for ModifyError {
 }
 
 impl std::error::Error for ModifyError {}
+
+#[cfg(test)]
+mod test {
+    use super::Mtu;
+
+    #[test]
+    fn path_mtu_as_rxe() {
+        assert_eq!(Mtu::for_link_mtu(1500), Some(Mtu::Mtu1024));
+        assert_eq!(Mtu::for_link_mtu(9000), Some(Mtu::Mtu4096));
+        assert_eq!(Mtu::for_link_mtu(65536), Some(Mtu::Mtu4096));
+        assert_eq!(Mtu::for_link_mtu(4096 + 80), Some(Mtu::Mtu4096));
+        assert_eq!(Mtu::for_link_mtu(4096 + 79), Some(Mtu::Mtu2048));
+        assert_eq!(Mtu::for_link_mtu(2128), Some(Mtu::Mtu2048));
+        assert_eq!(Mtu::for_link_mtu(576), Some(Mtu::Mtu256));
+        assert_eq!(Mtu::for_link_mtu(335), None);
+    }
+
+    #[test]
+    fn bytes_and_ibv_mtu_values() {
+        assert_eq!(Mtu::from_bytes(2048).map(Mtu::to_enum), Some(4));
+        assert_eq!(Mtu::from_enum(1).map(Mtu::bytes), Some(256));
+        assert_eq!((Mtu::from_enum(0), Mtu::from_enum(6), Mtu::from_bytes(1500)), (None, None, None));
+        assert_eq!(Mtu::Mtu4096.to_string(), "4096");
+    }
+}

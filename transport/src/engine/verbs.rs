@@ -126,20 +126,27 @@ impl Gid {
     }
     /// The IP address packets to this GID go to: IPv4 for a mapped GID.
     pub fn ip(&self) -> core::net::IpAddr {
-        let v6 = core::net::Ipv6Addr::from(self.0);
+        let v6 = self.to_ipv6();
         match v6.to_ipv4_mapped() {
             Some(v4) => core::net::IpAddr::V4(v4),
             None => core::net::IpAddr::V6(v6),
         }
     }
+    /// `fe80::` + the modified EUI-64 of `mac`, as the kernel forms an
+    /// interface's link-local address (rxe's GID index 0).
+    pub const fn link_local(mac: [u8; 6]) -> Gid {
+        let m = mac;
+        Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
+    }
+    /// The GID as an IPv6 address, mapped or not: its `Display` is the text
+    /// `inet_ntop` gives (`::ffff:198.18.0.11`), which rc_pingpong prints,
+    /// where [`Gid`]'s own `Display` is `ibv_devinfo`'s.
+    pub fn to_ipv6(self) -> core::net::Ipv6Addr {
+        core::net::Ipv6Addr::from(self.0)
+    }
     /// The IPv4 address when this GID is IPv4-mapped.
     pub fn ipv4(&self) -> Option<[u8; 4]> {
-        let b = &self.0;
-        if b[..10].iter().all(|&x| x == 0) && b[10] == 0xff && b[11] == 0xff {
-            Some([b[12], b[13], b[14], b[15]])
-        } else {
-            None
-        }
+        self.to_ipv6().to_ipv4_mapped().map(|v4| v4.octets())
     }
 }
 
@@ -376,5 +383,30 @@ impl WorkCompletion {
             wc_flags: WcFlags::EMPTY,
             pkey_index: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::Gid;
+    use core::net::IpAddr;
+
+    #[test]
+    fn gid_and_ip_convert_both_ways() {
+        let v4: IpAddr = "198.18.0.11".parse().unwrap();
+        let g = Gid::from_ip(v4);
+        assert_eq!(g, Gid::from_ipv4([198, 18, 0, 11]));
+        assert_eq!((g.ip(), g.ipv4()), (v4, Some([198, 18, 0, 11])));
+        assert_eq!(g.to_string(), "0000:0000:0000:0000:0000:ffff:c612:000b", "ibv_devinfo's form");
+        assert_eq!(g.to_ipv6().to_string(), "::ffff:198.18.0.11", "inet_ntop's form");
+        let v6: IpAddr = "fd00::3".parse().unwrap();
+        assert_eq!((Gid::from_ip(v6).ip(), Gid::from_ip(v6).ipv4()), (v6, None));
+    }
+
+    #[test]
+    fn link_local_is_the_kernels_eui64_address() {
+        let g = Gid::link_local([0x02, 0, 0, 0, 0, 0x03]);
+        assert_eq!(g.to_ipv6().to_string(), "fe80::ff:fe00:3");
+        assert_eq!(Gid::link_local([0x52, 0x54, 0, 0x12, 0x34, 0x56]).to_ipv6().to_string(), "fe80::5054:ff:fe12:3456");
     }
 }

@@ -8,6 +8,7 @@
 //!
 //! [`RocePacket`] ties them together: the BTH, the extension headers its opcode
 //! calls for, the payload, the pad and the ICRC of one RoCEv2 UDP payload.
+//! [`ip`] holds the layout of the IPv4, IPv6 and UDP headers around it.
 
 use core::fmt;
 
@@ -22,6 +23,7 @@ pub mod deth;
 pub mod feth;
 pub mod ieth;
 pub mod immdt;
+pub mod ip;
 pub mod opcode;
 pub mod packet;
 pub mod reth;

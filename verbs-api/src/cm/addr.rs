@@ -12,7 +12,6 @@ use crate::error::Error;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
-use uroce_stack::link::Gid as LinkGid;
 use uroce_transport::cm::ip::flow_label;
 use uroce_transport::engine::Gid;
 
@@ -132,11 +131,11 @@ impl CmId {
             return Err(cm_err(VERB, EINVAL, format!("the ID is in state {:?}: resolve the address first", st.cma)));
         }
         let (src, dst, ctx) = (st.src.expect("resolved"), st.dst.expect("resolved"), st.ctx.clone().expect("resolved"));
-        let sgid = gid_of(src.ip());
+        let sgid = Gid::from_ip(src.ip());
         st.route = Some(Route {
             sgid,
             sgid_index: gid_index(&ctx, sgid),
-            dgid: gid_of(dst.ip()),
+            dgid: Gid::from_ip(dst.ip()),
             path_mtu: ctx.query_port().active_mtu,
             flow_label: flow_label(src.port(), dst.port()),
             hop_limit: HOP_LIMIT,
@@ -213,12 +212,7 @@ fn no_family(ctx: &Context, dst: SocketAddr, verb: &'static str) -> Error {
     cm_err(verb, EADDRNOTAVAIL, format!("device {} has no address of {dst}'s family", ctx.link_info().name))
 }
 
-/// The GID of an IP: IPv4-mapped for IPv4, as rxe's GID index 1.
-pub(crate) fn gid_of(ip: IpAddr) -> Gid {
-    Gid(LinkGid::from_ip(ip).0)
-}
-
 /// The index of `gid` in the device's GID table (1, the IPv4 GID, if absent).
 pub(crate) fn gid_index(ctx: &Context, gid: Gid) -> u8 {
-    ctx.link_info().gids.index_of(LinkGid(gid.0)).map_or(1, |i| i as u8)
+    ctx.link_info().gids.index_of(gid).map_or(1, |i| i as u8)
 }

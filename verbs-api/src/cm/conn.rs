@@ -68,7 +68,7 @@ impl CmId {
             rnr_retry_count: param.rnr_retry_count.min(7),
             flow_control: param.flow_control,
             srq: param.srq,
-            path_mtu: route.path_mtu as u8,
+            path_mtu: route.path_mtu.to_enum(),
             path: PathRepr {
                 local_lid: 0xffff,
                 remote_lid: 0xffff,

@@ -224,13 +224,15 @@ impl Qp1 {
 /// The source GID of a UD receive's GRH: an IPv6 header, or for IPv4 20
 /// zero bytes then the IPv4 header (as rxe writes it).
 fn grh_source(grh: &[u8]) -> Gid {
-    if grh[0] >> 4 == 6 {
-        let mut g = [0u8; 16];
-        g.copy_from_slice(&grh[8..24]);
-        Gid(g)
-    } else {
-        Gid::from_ipv4([grh[32], grh[33], grh[34], grh[35]])
+    use uroce_transport::wire::ip::{ipv4, ipv6, version};
+    let mut g = [0u8; 16];
+    if version(grh[0]) == 6 {
+        g.copy_from_slice(&grh[ipv6::SRC]);
+        return Gid(g);
     }
+    let mut v4 = [0u8; 4];
+    v4.copy_from_slice(&grh[GRH_LEN - ipv4::HEADER_LEN..][ipv4::SRC]);
+    Gid::from_ipv4(v4)
 }
 
 fn trace_mad(dir: &str, peer: Gid, bytes: &[u8]) {

@@ -92,8 +92,5 @@ pub(crate) fn rts(c: &ConnInfo) -> (QpAttr, QpAttrMask) {
 /// The `enum ibv_mtu` value a REQ carries, as the engine's MTU (a value out
 /// of range is 1024, the smallest path any RoCE port has).
 pub(crate) fn mtu_from_wire(v: u8) -> Mtu {
-    [Mtu::Mtu256, Mtu::Mtu512, Mtu::Mtu1024, Mtu::Mtu2048, Mtu::Mtu4096]
-        .into_iter()
-        .find(|m| *m as u8 == v)
-        .unwrap_or(Mtu::Mtu1024)
+    Mtu::from_enum(v).unwrap_or(Mtu::Mtu1024)
 }

@@ -10,6 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use uroce_transport::cm::PortSpace;
+use uroce_transport::engine::Gid;
 
 use super::event::libc_errno::{EADDRINUSE, EADDRNOTAVAIL};
 
@@ -50,9 +51,10 @@ pub(crate) fn open_contexts() -> Vec<Context> {
 
 /// Whether a link has address `ip`.
 pub(crate) fn has_ip(info: &uroce_stack::link::LinkInfo, ip: IpAddr) -> bool {
-    match ip {
+    // An IPv4-mapped address is the IPv4 address its GID goes to.
+    match Gid::from_ip(ip).ip() {
         IpAddr::V4(v4) => info.ipv4 == Some(v4),
-        IpAddr::V6(v6) => info.ipv6.contains(&v6) || v6.to_ipv4_mapped().is_some_and(|v4| info.ipv4 == Some(v4)),
+        IpAddr::V6(v6) => info.ipv6.contains(&v6),
     }
 }
 

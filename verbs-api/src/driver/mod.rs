@@ -100,8 +100,8 @@ pub(crate) struct Driver {
 impl Driver {
     fn new(link: Box<dyn Link>, opts: &OpenOptions, seed: u64) -> Result<Driver, Error> {
         let info = link.info().clone();
-        let gid = info.gids.get(0).map(|g| Gid(g.0)).unwrap_or_default();
-        let port_mtu = crate::device::engine_mtu(info.path_mtu.bytes());
+        let gid = info.gids.get(0).unwrap_or_default();
+        let port_mtu = info.path_mtu;
         let max_inflight_psns = opts.max_inflight_psns.unwrap_or_else(|| progress::inflight_budget(&info));
         let engine = Engine::new(EngineConfig { seed, port_mtu, gid, max_inflight_psns });
         let doorbell = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)

@@ -5,6 +5,7 @@ use crate::engine::qp::Qp;
 use crate::engine::status::WcStatus;
 use crate::engine::verbs::{Gid, WcFlags, WcOpcode, WorkCompletion};
 use crate::engine::{RxMeta, Shared, GRH_LEN};
+use crate::wire::ip::{self, ipv4, ipv6, udp};
 use crate::wire::RoceRepr;
 
 pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, meta: &RxMeta, repr: &RoceRepr, payload: &[u8]) {
@@ -35,42 +36,21 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, meta: &RxMeta, repr: &Roc
 
 /// The 40 bytes a UD receive starts with. For IPv6 GIDs, the IPv6 header;
 /// for IPv4-mapped ones, 20 zero bytes then the IPv4 header, as rxe writes it.
-pub(crate) fn grh(src: Gid, dst: Gid, payload_len: usize) -> [u8; 40] {
-    let mut g = [0u8; 40];
+pub(crate) fn grh(src: Gid, dst: Gid, payload_len: usize) -> [u8; GRH_LEN] {
+    let mut g = [0u8; GRH_LEN];
     // UDP (8) + BTH (12) + DETH (8) + payload + ICRC (4); close enough to
     // what the wire carried, since the engine does not see the pad.
-    let udp_len = 8 + 12 + 8 + payload_len + 4;
+    let udp_len = udp::HEADER_LEN + 12 + 8 + payload_len + 4;
     match (src.ipv4(), dst.ipv4()) {
         (Some(s), Some(d)) => {
-            let h = &mut g[20..];
-            h[0] = 0x45;
-            h[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
-            h[6] = 0x40; // DF
-            h[8] = 64;
-            h[9] = 17;
-            h[12..16].copy_from_slice(&s);
-            h[16..20].copy_from_slice(&d);
-            let sum = ipv4_checksum(h);
-            h[10..12].copy_from_slice(&sum.to_be_bytes());
+            let h = &mut g[GRH_LEN - ipv4::HEADER_LEN..];
+            ip::emit_ipv4(h, s, d, 0, udp_len);
+            let sum = ipv4::checksum(h);
+            h[ipv4::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
         }
-        _ => {
-            g[0] = 0x60;
-            g[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-            g[6] = 17;
-            g[7] = 64;
-            g[8..24].copy_from_slice(&src.0);
-            g[24..40].copy_from_slice(&dst.0);
-        }
+        _ => ip::emit_ipv6(&mut g[..ipv6::HEADER_LEN], src.0, dst.0, udp_len),
     }
     g
-}
-
-fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = h.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 #[cfg(test)]
@@ -82,7 +62,7 @@ mod test {
         let g = grh(Gid::from_ipv4([198, 18, 0, 11]), Gid::from_ipv4([198, 18, 0, 12]), 512);
         assert_eq!(&g[..20], &[0u8; 20]);
         assert_eq!(g[20], 0x45);
-        assert_eq!(ipv4_checksum(&g[20..]), 0);
+        assert_eq!(ipv4::checksum(&g[20..]), 0);
         assert_eq!(&g[32..36], &[198, 18, 0, 11]);
     }
 
