@@ -82,3 +82,35 @@ fn a_second_open_with_other_options_is_refused() {
     assert!(text.contains("udp:127.0.38.4 is open already in this process (Manual progress)"), "{text}");
     assert!(text.contains("open it with the same options"), "{text}");
 }
+
+/// Completions are taken from the CQ's ring without the driver's lock: a
+/// poller gets them while another thread holds the lock.
+#[test]
+fn a_cq_is_polled_without_the_drivers_lock() {
+    let ctx_a = Device::open_with("udp:127.0.38.5", &manual(41)).unwrap();
+    let ctx_b = Device::open_with("udp:127.0.38.6", &manual(41)).unwrap();
+    let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
+    let (cq_a, cq_b) = (ctx_a.create_cq(16, None).unwrap(), ctx_b.create_cq(16, None).unwrap());
+    let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
+    let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
+    connect(&ctx_a, &a, &ctx_b, &b);
+    let remote = pd_b.reg_mr(8, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    let local = pd_a.reg_mr_with(vec![3; 8], AccessFlags::LOCAL_WRITE).unwrap();
+    let write = WrOp::RdmaWrite { remote_addr: remote.addr(), rkey: remote.rkey() };
+    a.post_send(&SendWr::new(4, write, vec![local.sge(0, 8)])).unwrap();
+    let waiting = || ctx_a.driver().lock().engine.cq_len(cq_a.handle());
+    progress_until(&[&ctx_a, &ctx_b], || waiting() == 1);
+    assert_eq!(waiting(), 1, "the WRITE completed");
+
+    let held = ctx_a.driver().lock();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let poller = cq_a.clone();
+    let t = std::thread::spawn(move || {
+        let mut wc = [WorkCompletion::default()];
+        let _ = tx.send((poller.poll(&mut wc), wc[0].wr_id));
+    });
+    let got = rx.recv_timeout(Duration::from_secs(10));
+    drop(held);
+    t.join().unwrap();
+    assert_eq!(got.expect("the poll returned while the lock was held"), (1, 4));
+}

@@ -6,7 +6,7 @@ use crate::diag;
 use crate::error::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use uroce_transport::engine::{CqHandle, WcStatus, WorkCompletion};
+use uroce_transport::engine::{CqHandle, CqRing, WcStatus, WorkCompletion};
 
 /// `struct ibv_cq`: cheap to clone; keeps its context alive.
 #[derive(Clone)]
@@ -15,6 +15,8 @@ pub struct Cq(pub(crate) Arc<CqInner>);
 pub(crate) struct CqInner {
     pub ctx: Context,
     pub handle: CqHandle,
+    /// Where the engine puts the CQ's completions: polled without the driver's lock.
+    ring: CqRing,
     pub channel: Option<CompChannel>,
     pub cqe: usize,
 }
@@ -26,8 +28,12 @@ impl Context {
         if cqe == 0 || cqe > max {
             return Err(Error::InvalidValue { verb: "ibv_create_cq", what: format!("cqe {cqe} (1..={max})") });
         }
-        let handle = self.driver().lock().engine.create_cq(cqe);
-        Ok(Cq(Arc::new(CqInner { ctx: self.clone(), handle, channel: channel.cloned(), cqe })))
+        let (handle, ring) = {
+            let mut core = self.driver().lock();
+            let handle = core.engine.create_cq(cqe);
+            (handle, core.engine.cq_ring(handle).expect("the CQ was just created"))
+        };
+        Ok(Cq(Arc::new(CqInner { ctx: self.clone(), handle, ring, channel: channel.cloned(), cqe })))
     }
 
     /// A completion channel (`ibv_create_comp_channel`).
@@ -38,23 +44,22 @@ impl Context {
 
 impl Cq {
     /// Moves up to `wcs.len()` completions out (`ibv_poll_cq`); returns how many.
-    /// Each failed one is also explained in one tracing line.
+    /// Each failed one is also explained in one tracing line. Completions
+    /// are taken from the CQ's ring without the driver's lock; a poll that
+    /// finds none runs a round itself if no other thread is (see
+    /// [`Context::try_progress`]).
     pub fn poll(&self, wcs: &mut [WorkCompletion]) -> usize {
-        let driver = self.0.ctx.driver();
         let mut n = 0;
-        {
-            let mut core = driver.lock();
-            while n < wcs.len() {
-                match core.engine.poll_cq(self.0.handle) {
-                    Some(wc) => {
-                        wcs[n] = wc;
-                        n += 1;
-                    }
-                    None => break,
+        while n < wcs.len() {
+            match self.0.ring.pop() {
+                Some(wc) => {
+                    wcs[n] = wc;
+                    n += 1;
                 }
+                None => break,
             }
         }
-        if n == 0 && driver.help() > 0 {
+        if n == 0 && self.0.ctx.driver().help() > 0 {
             return self.poll(wcs);
         }
         for wc in &wcs[..n] {

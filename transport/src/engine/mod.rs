@@ -42,7 +42,7 @@ mod verbs;
 
 pub use attr::{AddressVector, ModifyError, Mtu, QpAttr, QpAttrMask, QpState, QpType};
 pub use counters::{Counter, Counters};
-pub use cq::CqHandle;
+pub use cq::{CqHandle, CqRing};
 pub use memory::{MrKeys, MrStorage, Pd};
 pub use qp::{flow_label, flow_label_to_udp_sport, ud_udp_sport, QpCap, QpInitAttr};
 pub use srq::{SrqAttr, SrqHandle};
@@ -576,6 +576,11 @@ impl Engine {
     #[must_use]
     pub fn poll_cq(&mut self, cq: CqHandle) -> Option<WorkCompletion> {
         self.sh.cqs.get_mut(&cq)?.pop()
+    }
+
+    /// The ring `cq`'s completions wait in, to poll without the engine.
+    pub fn cq_ring(&self, cq: CqHandle) -> Option<CqRing> {
+        self.sh.cqs.get(&cq).map(|q| q.ring())
     }
 
     /// Completions waiting in `cq`.
