@@ -6,6 +6,7 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+use uroce_stack::link::netns::is_root;
 
 /// Why the lab cannot run here, if it cannot: `what` names the run, `test`
 /// the cargo test target that runs it.
@@ -19,16 +20,6 @@ pub fn skip_reason(what: &str, test: &str) -> Option<String> {
         return Some(format!("{what} needs root (network namespaces, TAP devices, apt-get for QEMU and the guest)"));
     }
     None
-}
-
-fn is_root() -> bool {
-    // The effective UID, from /proc (no libc dependency).
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(2).map(|uid| uid == "0"))
-        })
-        .unwrap_or(false)
 }
 
 /// How a script run ended.

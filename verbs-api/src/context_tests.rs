@@ -14,6 +14,30 @@ fn connect(ca: &Context, a: &Qp, cb: &Context, b: &Qp) {
     b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ca.query_gid(1).unwrap())).unwrap();
 }
 
+/// Two manual contexts on `udp:A` and `udp:B`, each with a PD, a CQ and an RC
+/// QP, the QPs connected to each other.
+struct Pair {
+    ctx_a: Context,
+    ctx_b: Context,
+    pd_a: Pd,
+    pd_b: Pd,
+    cq_a: Cq,
+    a: Qp,
+    /// The peer's QP and CQ, kept alive with the pair.
+    peer: (Qp, Cq),
+}
+
+fn pair(addr_a: &str, addr_b: &str, seed: u64) -> Pair {
+    let ctx_a = Device::open_with(&format!("udp:{addr_a}"), &manual(seed)).unwrap();
+    let ctx_b = Device::open_with(&format!("udp:{addr_b}"), &manual(seed)).unwrap();
+    let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
+    let (cq_a, cq_b) = (ctx_a.create_cq(16, None).unwrap(), ctx_b.create_cq(16, None).unwrap());
+    let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
+    let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
+    connect(&ctx_a, &a, &ctx_b, &b);
+    Pair { ctx_a, ctx_b, pd_a, pd_b, cq_a, a, peer: (b, cq_b) }
+}
+
 /// Progresses both contexts until `done` or 5 s pass.
 fn progress_until(ctxs: &[&Context], mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -29,13 +53,7 @@ fn progress_until(ctxs: &[&Context], mut done: impl FnMut() -> bool) {
 /// when the post returns, with no `progress` on the sender.
 #[test]
 fn a_post_leaves_from_the_posting_thread() {
-    let ctx_a = Device::open_with("udp:127.0.38.1", &manual(38)).unwrap();
-    let ctx_b = Device::open_with("udp:127.0.38.2", &manual(38)).unwrap();
-    let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
-    let (cq_a, cq_b) = (ctx_a.create_cq(16, None).unwrap(), ctx_b.create_cq(16, None).unwrap());
-    let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
-    let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
-    connect(&ctx_a, &a, &ctx_b, &b);
+    let Pair { ctx_a, ctx_b, pd_a, pd_b, a, peer: _peer, .. } = pair("127.0.38.1", "127.0.38.2", 38);
     let remote = pd_b.reg_mr(8, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
     let local = pd_a.reg_mr_with(vec![7; 8], AccessFlags::LOCAL_WRITE).unwrap();
 
@@ -87,13 +105,7 @@ fn a_second_open_with_other_options_is_refused() {
 /// poller gets them while another thread holds the lock.
 #[test]
 fn a_cq_is_polled_without_the_drivers_lock() {
-    let ctx_a = Device::open_with("udp:127.0.38.5", &manual(41)).unwrap();
-    let ctx_b = Device::open_with("udp:127.0.38.6", &manual(41)).unwrap();
-    let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
-    let (cq_a, cq_b) = (ctx_a.create_cq(16, None).unwrap(), ctx_b.create_cq(16, None).unwrap());
-    let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
-    let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
-    connect(&ctx_a, &a, &ctx_b, &b);
+    let Pair { ctx_a, ctx_b, pd_a, pd_b, cq_a, a, peer: _peer } = pair("127.0.38.5", "127.0.38.6", 41);
     let remote = pd_b.reg_mr(8, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
     let local = pd_a.reg_mr_with(vec![3; 8], AccessFlags::LOCAL_WRITE).unwrap();
     let write = WrOp::RdmaWrite { remote_addr: remote.addr(), rkey: remote.rkey() };

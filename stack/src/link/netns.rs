@@ -5,6 +5,16 @@ use crate::sys::netns::setns_net;
 use std::fs::File;
 use std::io;
 
+/// Whether this process runs as root (its effective uid is 0): the one gate
+/// of the tests and labs that make namespaces, veths and TAP devices.
+pub fn is_root() -> bool {
+    // From /proc, so that no unsafe call is needed outside the sys modules.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .unwrap_or(false)
+}
+
 /// The calling thread is in another network namespace until this is dropped.
 pub struct NetnsGuard {
     home: File,

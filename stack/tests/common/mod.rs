@@ -24,13 +24,7 @@ pub fn psn_of(roce: &[u8]) -> u32 {
     u32::from_be_bytes([0, roce[9], roce[10], roce[11]])
 }
 
-pub fn is_root() -> bool {
-    // The effective uid of the test process, from /proc (no unsafe here).
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
-        .unwrap_or(false)
-}
+pub use uroce_stack::link::netns::is_root;
 
 pub fn have(tool: &str) -> bool {
     Command::new("sh")

@@ -44,13 +44,7 @@ pub fn wait_bounded(child: Child, limit: Duration) -> (i32, String, String) {
     outcome(wait_output(child, limit))
 }
 
-/// Whether the tests run as root (the effective uid, from /proc).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
-        .unwrap_or(false)
-}
+pub use uroce_stack::link::netns::is_root;
 
 /// The value of counter `name` in what `--stats` printed.
 pub fn counter(out: &str, name: &str) -> Option<u64> {
