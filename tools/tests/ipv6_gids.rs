@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{skip_unless_root_with, uroce, wait_output};
+use common::{fake_pingpong_server, skip_unless_root_with, uroce, wait_output};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -240,18 +240,9 @@ fn rping_runs_over_ipv6() {
     }
 }
 
-/// ibv_rc_pingpong's server half of the exchange, answering with a GID
-/// nobody on the link holds (fd00:12::99).
-const GHOST_SERVER: &str = r#"
-import socket
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("0.0.0.0", 18700)); l.listen(1)
-print("listening", flush=True)
-c, _ = l.accept()
-msg = b""
-while len(msg) < 52:
-    msg += c.recv(52 - len(msg))
-c.sendall(b"0000:000011:000000:fd000012000000000000000000000099\0")
+/// ibv_rc_pingpong's server half of the exchange (port 18700), answering
+/// with a GID nobody on the link holds (fd00:12::99).
+const GHOST_ANSWER: &str = r#"c.sendall(b"0000:000011:000000:fd000012000000000000000000000099\0")
 c.recv(5)
 "#;
 
@@ -262,7 +253,7 @@ fn a_peer_no_neighbour_answers_for_is_named() {
     }
     let lab = Lab::new("n");
     let mut server = Command::new("ip")
-        .args(["netns", "exec", &lab.ns[A], "python3", "-c", GHOST_SERVER])
+        .args(["netns", "exec", &lab.ns[A], "python3", "-c", &fake_pingpong_server(18700, GHOST_ANSWER)])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{have, is_root};
+use common::{fake_pingpong_server, have, is_root};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -52,20 +52,12 @@ impl Drop for Pair {
     }
 }
 
-/// ibv_rc_pingpong's server as the kernel's rxe runs it, for this test: reads
-/// the client's `LID:QPN:PSN:GID`, resolves the GID's IPv4 address with the
+/// ibv_rc_pingpong's server (port 18515) as the kernel's rxe runs it, for
+/// this test: once it has the client's `LID:QPN:PSN:GID`, resolves the GID's IPv4 address with the
 /// kernel's ARP (a datagram to it, then the neighbour table) within 1 s as
 /// rdma_resolve_ip does, and only then answers. Exits 0 if it answered, 3 if
 /// the address did not resolve.
-const FAKE_SERVER: &str = r#"
-import ipaddress, socket, subprocess, sys, time
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("0.0.0.0", 18515)); l.listen(1)
-print("listening", flush=True)
-c, _ = l.accept()
-msg = b""
-while len(msg) < 52:
-    msg += c.recv(52 - len(msg))
+const RESOLVE_THEN_ANSWER: &str = r#"import ipaddress, subprocess, sys, time
 gid = msg.rstrip(b"\0").decode().split(":")[3]
 peer = str(ipaddress.IPv6Address(bytes.fromhex(gid)).ipv4_mapped)
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -116,7 +108,7 @@ fn packet_link_client_answers_arp_during_the_exchange() {
     let ns = Pair::new();
     let [a, b] = &ns.0;
     let mut server = Command::new("ip")
-        .args(["netns", "exec", b, "python3", "-c", FAKE_SERVER])
+        .args(["netns", "exec", b, "python3", "-c", &fake_pingpong_server(18515, RESOLVE_THEN_ANSWER)])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

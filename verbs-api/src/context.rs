@@ -99,7 +99,7 @@ impl Context {
 
     /// How this context was opened to move packets.
     pub fn progress_mode(&self) -> Progress {
-        self.driver().progress
+        self.driver().progress()
     }
 
     /// A protection domain (`ibv_alloc_pd`).

@@ -46,6 +46,23 @@ pub fn wait_bounded(child: Child, limit: Duration) -> (i32, String, String) {
 
 pub use uroce_stack::link::netns::is_root;
 
+/// A Python stand-in for ibv_rc_pingpong's server, up to the client's
+/// 52-byte `LID:QPN:PSN:GID`: it listens on TCP `port`, prints `listening`,
+/// accepts `c` and reads the message into `msg`; `then` (Python) answers.
+pub fn fake_pingpong_server(port: u16, then: &str) -> String {
+    format!(
+        r#"import socket
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("0.0.0.0", {port})); l.listen(1)
+print("listening", flush=True)
+c, _ = l.accept()
+msg = b""
+while len(msg) < 52:
+    msg += c.recv(52 - len(msg))
+{then}"#
+    )
+}
+
 /// The value of counter `name` in what `--stats` printed.
 pub fn counter(out: &str, name: &str) -> Option<u64> {
     out.lines().find_map(|l| {

@@ -128,8 +128,8 @@ impl Qp1 {
 
     /// Send slots back from their completions, and the MADs that waited for
     /// one onto QP1 (the device closing). Whether MADs still wait.
-    pub fn serve_sends(&mut self, engine: &mut Engine) -> bool {
-        self.take_completions(engine, Instant::from_nanos(0));
+    pub fn serve_sends(&mut self, engine: &mut Engine, now: Instant) -> bool {
+        self.take_completions(engine, now);
         self.flush(engine);
         !self.backlog.is_empty()
     }

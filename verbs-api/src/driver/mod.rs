@@ -80,9 +80,8 @@ pub(crate) struct Driver {
     /// The link's static facts, read once at open.
     pub info: LinkInfo,
     pub device_attr: DeviceAttr,
-    /// How the device moves packets, fixed by the first open.
-    pub progress: Progress,
-    /// What the first open asked for, to refuse a later open that asks otherwise.
+    /// What the first open asked for (its progress mode is the device's), to
+    /// refuse a later open that asks otherwise.
     options: OpenOptions,
     epoch: std::time::Instant,
     /// The link's descriptor and the doorbell: what a blocking progress
@@ -111,7 +110,6 @@ impl Driver {
             core: Mutex::new(Core { engine, link, tx: TxBatch::new(), armed: Vec::new(), qp1: None }),
             device_attr: DeviceAttr::for_link(&info),
             info,
-            progress: opts.progress,
             options: opts.clone(),
             epoch: std::time::Instant::now(),
             doorbell,
@@ -124,6 +122,11 @@ impl Driver {
     /// The one lock. Take nothing else while holding it.
     pub fn lock(&self) -> MutexGuard<'_, Core> {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How the device moves packets, fixed by the first open.
+    pub fn progress(&self) -> Progress {
+        self.options.progress
     }
 
     /// The engine's clock: time since the device was opened.
@@ -196,6 +199,15 @@ impl Core {
     pub fn link_stats(&self) -> uroce_stack::link::LinkStats {
         self.link.stats()
     }
+
+    /// Runs `serve` on QP1 and the engine if rdma_cm started QP1; its answer,
+    /// or false.
+    fn with_qp1(&mut self, serve: impl FnOnce(&mut Qp1, &mut Engine) -> bool) -> bool {
+        match &mut self.qp1 {
+            Some(qp1) => serve(qp1, &mut self.engine),
+            None => false,
+        }
+    }
 }
 
 /// What the contexts of one device hold: the driver and its progress
@@ -218,25 +230,6 @@ impl Drop for DeviceOwner {
         }
         // The last ACKs a round held back, and QP1's last MADs, leave now.
         self.driver.close();
-    }
-}
-
-impl Core {
-    /// Serves QP1 if rdma_cm started it: its MADs to the CM, the CM's
-    /// timers, its answers onto QP1. Whether it raised rdma_cm events.
-    fn serve_qp1(&mut self, now: Instant) -> bool {
-        match &mut self.qp1 {
-            Some(qp1) => qp1.serve(&mut self.engine, now),
-            None => false,
-        }
-    }
-
-    /// QP1's send slots back and its waiting MADs out; whether some still wait.
-    fn serve_qp1_sends(&mut self) -> bool {
-        match &mut self.qp1 {
-            Some(qp1) => qp1.serve_sends(&mut self.engine),
-            None => false,
-        }
     }
 }
 

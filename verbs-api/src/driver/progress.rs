@@ -48,12 +48,15 @@ impl Driver {
 
     /// A round that starts with the lock already taken.
     fn round_from(&self, mut core: MutexGuard<'_, Core>, wait: Duration, hold_acks: bool) -> usize {
-        let mut moved = core.flush_tx(self.now(), false) + core.receive(|| self.now(), wait);
+        let sent = core.flush_tx(self.now(), false);
+        let received = core.receive(|| self.now(), wait);
         drop(core);
+        let mut moved = sent + received;
         // Take in everything already queued before any timer fires: a thread
         // that was not scheduled for a while must see the ACKs that arrived
-        // meanwhile, not retransmit as if they had not.
-        for _ in 0..MAX_DRAIN_BATCHES {
+        // meanwhile, not retransmit as if they had not. After an empty first
+        // batch there is nothing to drain (no second empty recvmmsg).
+        for _ in 0..MAX_DRAIN_BATCHES * usize::from(received > 0) {
             match self.lock().receive(|| self.now(), Duration::ZERO) {
                 0 => break,
                 n => moved += n,
@@ -65,7 +68,7 @@ impl Driver {
             if core.engine.poll_timeout().is_some_and(|t| t <= now) {
                 core.engine.handle_timeout(now);
             }
-            let cm_events = core.serve_qp1(now);
+            let cm_events = core.with_qp1(|qp1, engine| qp1.serve(engine, now));
             moved += core.flush_tx(now, hold_acks);
             (core.take_fired(), cm_events)
         };
@@ -99,10 +102,10 @@ impl Driver {
     /// packets already, and a poller put to sleep on a contended lock pays a
     /// wake-up (measured: it doubled blocking-mode write_lat).
     pub fn help(&self) -> usize {
-        if self.progress == Progress::Manual {
+        if self.progress() == Progress::Manual {
             return 0;
         }
-        if self.progress == Progress::BusyPoll {
+        if self.progress() == Progress::BusyPoll {
             self.last_help.store(self.now().as_nanos(), Ordering::Relaxed);
         }
         match self.core.try_lock() {
@@ -121,7 +124,7 @@ impl Driver {
 
     /// The progress thread.
     pub(super) fn run(&self) {
-        let busy = self.progress == Progress::BusyPoll;
+        let busy = self.progress() == Progress::BusyPoll;
         // Without a descriptor to sleep on, the thread waits inside `recv`.
         let in_recv = if busy || self.link_fd.is_some() { Duration::ZERO } else { LINK_WAIT };
         let mut idle_rounds = 0u32;
@@ -194,7 +197,7 @@ impl Driver {
         // QP1's sends complete as the engine puts them out, which frees
         // send slots for the MADs still waiting: a few passes empty it.
         for _ in 0..8 {
-            let waiting = core.serve_qp1_sends();
+            let waiting = core.with_qp1(|qp1, engine| qp1.serve_sends(engine, now));
             core.flush_tx(now, false);
             if !waiting {
                 return;
