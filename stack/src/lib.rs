@@ -6,5 +6,12 @@
 pub mod frame;
 pub mod link;
 pub mod live;
+
+/// Memory the application owns, registered by pointer (`ibv_reg_mr`'s
+/// contract): see [`memory::RawRegion`].
+pub mod memory {
+    pub use crate::sys::region::{AppBuffer, RawRegion};
+}
 pub mod pcap;
 mod sys;
+pub mod testnet;

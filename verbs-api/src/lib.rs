@@ -59,6 +59,8 @@ pub use error::{Error, PostError};
 pub use memory::{Ah, Mr, Pd};
 pub use qp::{ConnectAttr, Qp, QpInit};
 pub use srq::Srq;
+pub use uroce_stack::memory::{AppBuffer, RawRegion};
+pub use uroce_stack::testnet::TestNet;
 
 pub use uroce_transport::engine::{
     AccessFlags, AddressVector, Counter, Event, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpState, QpType, RecvWr,

@@ -1,10 +1,14 @@
-//! Protection domains, memory regions (library-owned buffers a peer may write
-//! at any time, so every user access is synchronised) and address handles.
+//! Protection domains, memory regions and address handles. A region's bytes
+//! are either a buffer the library owns or memory the application owns; a
+//! peer may write either at any time, so both are reached by copies, never by
+//! references.
 
 use crate::context::Context;
 use crate::error::Error;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use uroce_transport::engine::{self, AccessFlags, Gid, MrStorage, Sge, UdDest};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use uroce_stack::memory::{AppBuffer, RawRegion};
+use uroce_transport::engine::{self, AccessFlags, Gid, MrKeys, MrStorage, Sge, UdDest};
 
 /// `struct ibv_pd`: cheap to clone; keeps its context alive.
 #[derive(Clone)]
@@ -32,26 +36,46 @@ impl Pd {
 
     /// Registers a new zeroed buffer of `len` bytes (`ibv_reg_mr`).
     pub fn reg_mr(&self, len: usize, access: AccessFlags) -> Result<Mr, Error> {
-        self.reg_mr_with(vec![0; len], access)
-    }
-
-    /// Registers `data` as a memory region; it stays owned by the region.
-    pub fn reg_mr_with(&self, data: Vec<u8>, access: AccessFlags) -> Result<Mr, Error> {
-        if data.is_empty() {
+        if len == 0 {
             return Err(Error::InvalidValue { verb: "ibv_reg_mr", what: "length 0".into() });
         }
-        let bytes = SharedBytes(Arc::new(RwLock::new(data.into_boxed_slice())));
+        let buffer = AppBuffer::new(len);
         // The buffer never moves or grows, so its address names it, as on a NIC.
-        let addr = bytes.read().as_ptr() as u64;
-        let len = bytes.read().len();
+        let iova = buffer.as_ptr() as u64;
+        self.reg_user_mr(buffer.region(), iova, access)
+    }
+
+    /// Registers a copy of `data` as a memory region the library owns.
+    pub fn reg_mr_with(&self, data: Vec<u8>, access: AccessFlags) -> Result<Mr, Error> {
+        let mr = self.reg_mr(data.len(), access)?;
+        mr.write(0, &data);
+        Ok(mr)
+    }
+
+    /// Registers memory the application owns, named by peers at `iova`
+    /// (`ibv_reg_mr_iova`; `ibv_reg_mr` passes the pointer itself). The stack
+    /// reads and writes it as a NIC would while the application uses it too
+    /// (see [`RawRegion`]); deregistration waits for any access in flight.
+    pub fn reg_user_mr(&self, region: RawRegion, iova: u64, access: AccessFlags) -> Result<Mr, Error> {
+        let len = region.len();
+        if len == 0 {
+            return Err(Error::InvalidValue { verb: "ibv_reg_mr", what: "length 0".into() });
+        }
+        if iova.checked_add(len as u64).is_none() {
+            return Err(Error::InvalidValue {
+                verb: "ibv_reg_mr",
+                what: format!("iova {iova:#x} + length {len} wraps"),
+            });
+        }
         let keys = self
             .context()
             .driver()
             .lock()
             .engine
-            .reg_mr(self.0.pd, addr, Box::new(bytes.clone()), access)
+            .reg_mr(self.0.pd, iova, Box::new(region.clone()), access)
             .map_err(Error::engine("ibv_reg_mr"))?;
-        Ok(Mr(Arc::new(MrInner { pd: self.clone(), bytes, addr, len, lkey: keys.lkey, rkey: keys.rkey })))
+        let inner = MrInner { pd: self.clone(), region, addr: iova, len, keys, registered: AtomicBool::new(true) };
+        Ok(Mr(Arc::new(inner)))
     }
 
     /// An address handle for UD sends to `dgid` (`ibv_create_ah`).
@@ -60,47 +84,44 @@ impl Pd {
     }
 }
 
-/// The bytes of a region, shared by the user's handle and the engine.
-#[derive(Clone)]
-struct SharedBytes(Arc<RwLock<Box<[u8]>>>);
-
-impl SharedBytes {
-    fn read(&self) -> RwLockReadGuard<'_, Box<[u8]>> {
-        self.0.read().unwrap_or_else(|e| e.into_inner())
-    }
-    fn write(&self) -> RwLockWriteGuard<'_, Box<[u8]>> {
-        self.0.write().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl MrStorage for SharedBytes {
-    fn len(&self) -> usize {
-        self.read().len()
-    }
-    fn read(&self, offset: usize, dst: &mut [u8]) {
-        dst.copy_from_slice(&SharedBytes::read(self)[offset..offset + dst.len()]);
-    }
-    fn write(&mut self, offset: usize, src: &[u8]) {
-        SharedBytes::write(self)[offset..offset + src.len()].copy_from_slice(src);
-    }
-}
-
-/// `struct ibv_mr`: cheap to clone; deregistered when the last clone drops.
+/// `struct ibv_mr`: cheap to clone; deregistered by [`Mr::deregister`] or
+/// when the last clone drops.
 #[derive(Clone)]
 pub struct Mr(Arc<MrInner>);
 
 struct MrInner {
     pd: Pd,
-    bytes: SharedBytes,
+    /// The bytes; the stack and the user both reach them by raw copies, as a
+    /// NIC and its host do, so neither holds a lock while the other waits.
+    region: RawRegion,
     addr: u64,
     len: usize,
-    lkey: u32,
-    rkey: u32,
+    keys: MrKeys,
+    registered: AtomicBool,
+}
+
+impl MrInner {
+    fn deregister(&self) -> Result<(), Error> {
+        if !self.registered.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // Every access the engine makes happens under the driver's lock, so
+        // once the region leaves the table under it none is in flight and
+        // none can start: later requests for its key get a remote access error.
+        self.pd
+            .context()
+            .driver()
+            .lock()
+            .engine
+            .dereg_mr(self.keys.lkey)
+            .map(drop)
+            .map_err(Error::engine("ibv_dereg_mr"))
+    }
 }
 
 impl Drop for MrInner {
     fn drop(&mut self) {
-        let _ = self.pd.context().driver().lock().engine.dereg_mr(self.lkey);
+        let _ = self.deregister();
     }
 }
 
@@ -119,11 +140,11 @@ impl Mr {
     }
     /// The local key, for SGEs.
     pub fn lkey(&self) -> u32 {
-        self.0.lkey
+        self.0.keys.lkey
     }
     /// The remote key, for peers' RDMA and atomics.
     pub fn rkey(&self) -> u32 {
-        self.0.rkey
+        self.0.keys.rkey
     }
     /// The PD the region belongs to.
     pub fn pd(&self) -> &Pd {
@@ -132,33 +153,32 @@ impl Mr {
 
     /// A scatter/gather entry for `len` bytes at `offset` in this region.
     pub fn sge(&self, offset: usize, len: u32) -> Sge {
-        Sge { addr: self.0.addr + offset as u64, length: len, lkey: self.0.lkey }
+        Sge { addr: self.0.addr + offset as u64, length: len, lkey: self.0.keys.lkey }
+    }
+
+    /// Deregisters the region now (`ibv_dereg_mr`), for every clone. When it
+    /// returns no access to the memory is in flight and none will start.
+    pub fn deregister(&self) -> Result<(), Error> {
+        self.0.deregister()
     }
 
     /// Copies bytes out; panics if `offset + dst.len()` is past the end, like
     /// slice indexing.
     pub fn read(&self, offset: usize, dst: &mut [u8]) {
-        dst.copy_from_slice(&self.0.bytes.read()[offset..offset + dst.len()]);
+        self.0.region.read(offset, dst);
     }
 
-    /// Copies bytes in; panics if `offset + src.len()` is past the end.
+    /// Copies bytes in, the last byte last; panics if `offset + src.len()` is
+    /// past the end.
     pub fn write(&self, offset: usize, src: &[u8]) {
-        self.0.bytes.write()[offset..offset + src.len()].copy_from_slice(src);
+        self.0.region.clone().write(offset, src);
     }
 
     /// A copy of the whole region.
     pub fn to_vec(&self) -> Vec<u8> {
-        self.0.bytes.read().to_vec()
-    }
-
-    /// Runs `f` on the whole region, with peers' writes held off meanwhile.
-    pub fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
-        f(&self.0.bytes.read())
-    }
-
-    /// Runs `f` on the whole region mutably, with the engine held off meanwhile.
-    pub fn with_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        f(&mut self.0.bytes.write())
+        let mut v = vec![0; self.0.len];
+        self.read(0, &mut v);
+        v
     }
 }
 

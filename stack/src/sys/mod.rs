@@ -1,9 +1,11 @@
-//! The only place with `unsafe`: thin wrappers over the Linux calls the links need.
+//! The only place with `unsafe`: thin wrappers over the Linux calls the links
+//! need, and raw access to memory the application registers (`region`).
 
 pub mod fd;
 pub mod iface;
 pub mod mmsg;
 pub mod netns;
 pub mod packet;
+pub mod region;
 pub mod tap;
 pub mod udp;

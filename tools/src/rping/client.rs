@@ -81,7 +81,9 @@ fn test(cb: &mut Cb, args: &RpingArgs) -> Result<(), Fatal> {
     let (start_mr, rdma) = (res.start.clone().expect("the client's start buffer"), res.rdma.clone());
     while args.count == 0 || i64::from(ping) < args.count {
         cb.state = St::RdmaReadAdv;
-        start_mr.with_mut(|b| fill(b, ping, start));
+        let mut message = vec![0; start_mr.len()];
+        fill(&mut message, ping, start);
+        start_mr.write(0, &message);
         start = next_start(start);
         cb.format_send(&start_mr, size);
         if let Err(e) = cb.post_send_info() {
@@ -108,7 +110,7 @@ fn test(cb: &mut Cb, args: &RpingArgs) -> Result<(), Fatal> {
             return end(cb);
         }
         if args.verbose > 0 {
-            println!("ping data: {}", rdma.with(c_str));
+            println!("ping data: {}", c_str(&rdma.to_vec()));
         }
         ping += 1;
     }

@@ -107,7 +107,7 @@ fn ping_loop(cb: &mut Cb, args: &RpingArgs) -> Result<bool, Fatal> {
             return Ok(false);
         }
         cb.dbg("server received read complete");
-        let text = rdma.with(c_str);
+        let text = c_str(&rdma.to_vec());
         if args.verbose > 0 {
             println!("server ping data: {text}");
         }

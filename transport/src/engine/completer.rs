@@ -95,7 +95,7 @@ fn on_atomic_ack(qp: &mut Qp, sh: &mut Shared, psn: Psn, repr: &RoceRepr) {
     }
     let pd = qp.init.pd;
     let sges = w.wr.sg_list.clone();
-    match sh.mrs.scatter(pd, &sges, 0, &ack.orig_data.to_le_bytes()) {
+    match sh.mrs.scatter(pd, &sges, 0, &ack.orig_data.to_ne_bytes()) {
         Ok(()) => qp.complete_front(sh, WcStatus::Success),
         Err(status) => qp.fail_front(sh, status),
     }

@@ -13,7 +13,13 @@ use std::collections::BTreeMap;
 pub struct Pd(pub u32);
 
 /// The bytes of one memory region. Offsets are from the region's start and
-/// the engine guarantees `offset + len <= self.len()` on every call.
+/// the engine guarantees `offset + len <= self.len()` on every call (and
+/// `offset + 8 <= self.len()` for the atomics).
+///
+/// Storage the application can see while the engine runs (memory it owns)
+/// keeps a NIC's contract: `write` places bytes in address order with the last
+/// byte stored last, and the atomics are single atomic operations on the
+/// memory itself. The provided atomics suit storage only the engine touches.
 pub trait MrStorage: Send {
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
@@ -21,6 +27,41 @@ pub trait MrStorage: Send {
     }
     fn read(&self, offset: usize, dst: &mut [u8]);
     fn write(&mut self, offset: usize, src: &[u8]);
+
+    /// Runs `op` on the native-endian 64-bit word at `offset` and returns the
+    /// value it held before.
+    fn atomic(&mut self, offset: usize, op: AtomicOp) -> u64 {
+        let mut bytes = [0u8; 8];
+        self.read(offset, &mut bytes);
+        let orig = u64::from_ne_bytes(bytes);
+        self.write(offset, &op.apply(orig).to_ne_bytes());
+        orig
+    }
+
+    /// Stores the 8 bytes of an ATOMIC_WRITE at `offset` at once.
+    fn atomic_store(&mut self, offset: usize, bytes: [u8; 8]) {
+        self.write(offset, &bytes);
+    }
+}
+
+/// The read-modify-write of an RDMA atomic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// Stores `swap` if the word equals `compare`.
+    CompareSwap { compare: u64, swap: u64 },
+    /// Adds `add`, wrapping.
+    FetchAdd { add: u64 },
+}
+
+impl AtomicOp {
+    /// The word after the operation, given the word before.
+    pub fn apply(self, orig: u64) -> u64 {
+        match self {
+            AtomicOp::CompareSwap { compare, swap } if orig == compare => swap,
+            AtomicOp::CompareSwap { .. } => orig,
+            AtomicOp::FetchAdd { add } => orig.wrapping_add(add),
+        }
+    }
 }
 
 impl MrStorage for Vec<u8> {
@@ -107,6 +148,16 @@ impl MrTable {
         let mr = self.by_key.get_mut(&rkey).expect("checked before");
         let off = (va - mr.addr) as usize;
         mr.storage.write(off, src);
+    }
+    pub fn atomic_remote(&mut self, rkey: u32, va: u64, op: AtomicOp) -> u64 {
+        let mr = self.by_key.get_mut(&rkey).expect("checked before");
+        let off = (va - mr.addr) as usize;
+        mr.storage.atomic(off, op)
+    }
+    pub fn atomic_store_remote(&mut self, rkey: u32, va: u64, bytes: [u8; 8]) {
+        let mr = self.by_key.get_mut(&rkey).expect("checked before");
+        let off = (va - mr.addr) as usize;
+        mr.storage.atomic_store(off, bytes);
     }
 
     /// Checks every SGE of a local work request (lkey, PD, bounds, and local

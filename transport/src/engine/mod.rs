@@ -43,7 +43,7 @@ mod verbs;
 pub use attr::{AddressVector, ModifyError, Mtu, QpAttr, QpAttrMask, QpState, QpType};
 pub use counters::{Counter, Counters};
 pub use cq::{CqHandle, CqRing};
-pub use memory::{MrKeys, MrStorage, Pd};
+pub use memory::{AtomicOp, MrKeys, MrStorage, Pd};
 pub use qp::{flow_label, flow_label_to_udp_sport, ud_udp_sport, QpCap, QpInitAttr};
 pub use srq::{SrqAttr, SrqHandle};
 pub use state::MAX_RD_ATOMIC;

@@ -2,6 +2,7 @@
 //! answered again, errors NAKed (the responder then goes to ERR, as rxe).
 
 use super::{check_rkey, InMessage, Resource, ResourceKind, Response};
+use crate::engine::memory::AtomicOp;
 use crate::engine::qp::Qp;
 use crate::engine::status::WcStatus;
 use crate::engine::verbs::{AccessFlags, WcFlags, WcOpcode, WorkCompletion};
@@ -332,15 +333,11 @@ fn atomic(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr) {
         fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
         return;
     }
-    let mut bytes = [0u8; 8];
-    sh.mrs.read_remote(a.rkey, a.va, &mut bytes);
-    let orig = u64::from_le_bytes(bytes);
-    let new = match repr.bth.opcode {
-        Opcode::RcCompareSwap if orig == a.compare => a.swap_add,
-        Opcode::RcCompareSwap => orig,
-        _ => orig.wrapping_add(a.swap_add),
+    let op = match repr.bth.opcode {
+        Opcode::RcCompareSwap => AtomicOp::CompareSwap { compare: a.compare, swap: a.swap_add },
+        _ => AtomicOp::FetchAdd { add: a.swap_add },
     };
-    sh.mrs.write_remote(a.rkey, a.va, &new.to_le_bytes());
+    let orig = sh.mrs.atomic_remote(a.rkey, a.va, op);
     let msn = qp.resp.next_msn();
     let res = Resource { first_psn: psn, last_psn: psn, msn, kind: ResourceKind::Atomic { orig } };
     qp.resp.add_resource(res, qp.attr.max_dest_rd_atomic);
@@ -361,7 +358,8 @@ fn atomic_write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload: &[u8]) {
         fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
         return;
     }
-    sh.mrs.write_remote(reth.rkey, reth.va, payload);
+    let bytes: [u8; 8] = payload.try_into().expect("length checked above");
+    sh.mrs.atomic_store_remote(reth.rkey, reth.va, bytes);
     placed(qp, psn);
 }
 
