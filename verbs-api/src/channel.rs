@@ -1,13 +1,12 @@
-//! Completion channels: a file descriptor (an eventfd) that becomes readable
-//! when an armed CQ gets a completion, for event-driven programs (epoll, mio).
+//! Completion channels: a descriptor that becomes readable when an armed CQ
+//! gets a completion, one record per event (see the event_fd module), for
+//! event-driven programs (epoll, mio) and for C programs' `channel->fd`.
 
 use crate::cq::{Cq, CqInner};
 use crate::error::Error;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::eventfd::{EfdFlags, EventFd};
-use std::collections::VecDeque;
+use crate::event_fd::EventQueue;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// `struct ibv_comp_channel`: cheap to clone.
@@ -15,16 +14,13 @@ use std::time::{Duration, Instant};
 pub struct CompChannel(pub(crate) Arc<ChannelInner>);
 
 pub(crate) struct ChannelInner {
-    efd: EventFd,
-    /// CQs whose event fired and was not yet taken by `get_cq_event`.
-    ready: Mutex<VecDeque<Weak<CqInner>>>,
+    /// The CQs whose event fired, one entry per event.
+    events: EventQueue<Weak<CqInner>>,
 }
 
 impl CompChannel {
     pub(crate) fn new() -> Result<CompChannel, Error> {
-        let efd = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
-            .map_err(|e| Error::Os { verb: "ibv_create_comp_channel", err: e.into() })?;
-        Ok(CompChannel(Arc::new(ChannelInner { efd, ready: Mutex::new(VecDeque::new()) })))
+        Ok(CompChannel(Arc::new(ChannelInner { events: EventQueue::new("ibv_create_comp_channel")? })))
     }
 
     /// Waits up to `timeout` for a CQ event (`ibv_get_cq_event`). The CQ must be
@@ -32,51 +28,39 @@ impl CompChannel {
     pub fn get_cq_event(&self, timeout: Duration) -> Result<Cq, Error> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(cq) = self.take_ready() {
-                return Ok(cq);
-            }
             let left = deadline.saturating_duration_since(Instant::now());
+            if let Some(cq) = self.0.events.take(left) {
+                // A CQ destroyed since its event fired has nothing to report.
+                if let Some(inner) = cq.upgrade() {
+                    return Ok(Cq(inner));
+                }
+                continue;
+            }
             if left.is_zero() {
                 return Err(Error::Timeout { verb: "ibv_get_cq_event" });
             }
-            let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
-            let mut fds = [PollFd::new(self.0.efd.as_fd(), PollFlags::POLLIN)];
-            let _ = poll(&mut fds, PollTimeout::from(ms));
         }
     }
 
     /// Takes a fired event without waiting.
     pub fn try_get_cq_event(&self) -> Option<Cq> {
-        self.take_ready()
-    }
-
-    fn take_ready(&self) -> Option<Cq> {
-        // Drain the eventfd counter; the queue says which CQs fired.
-        let _ = self.0.efd.read();
-        let mut ready = self.0.ready.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(w) = ready.pop_front() {
-            if let Some(inner) = w.upgrade() {
-                return Some(Cq(inner));
-            }
-        }
-        None
+        std::iter::from_fn(|| self.0.events.try_take()).find_map(|cq| cq.upgrade().map(Cq))
     }
 
     /// An armed CQ got a completion (the driver calls this with its lock let go).
     pub(crate) fn fire(&self, cq: Weak<CqInner>) {
-        self.0.ready.lock().unwrap_or_else(|e| e.into_inner()).push_back(cq);
-        let _ = self.0.efd.write(1);
+        self.0.events.push(cq);
     }
 }
 
 impl AsFd for CompChannel {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.0.efd.as_fd()
+        self.0.events.as_fd()
     }
 }
 
 impl AsRawFd for CompChannel {
     fn as_raw_fd(&self) -> RawFd {
-        self.0.efd.as_fd().as_raw_fd()
+        self.0.events.as_fd().as_raw_fd()
     }
 }

@@ -167,7 +167,10 @@ impl Context {
     /// without blocking): a QP gone to error, a CQ overflow, an SRQ limit, a
     /// drained SQ. Each is also logged when it is taken.
     pub fn poll_async_event(&self) -> Option<Event> {
-        let event = self.driver().lock().engine.poll_event()?;
+        let driver = self.driver();
+        // Events a verb raised on this thread since the last round.
+        driver.publish_async_events();
+        let event = driver.async_events.try_take()?;
         tracing::warn!("uroce: async event {event:?}");
         Some(event)
     }
@@ -179,14 +182,29 @@ impl Context {
             if let Some(e) = self.poll_async_event() {
                 return Ok(e);
             }
-            if std::time::Instant::now() >= deadline {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
                 return Err(Error::Timeout { verb: "ibv_get_async_event" });
             }
+            let mut wait = left;
             if self.progress_mode() == Progress::Manual {
+                // Only this thread moves packets: a round, then a short wait.
                 self.progress();
+                wait = left.min(Duration::from_micros(500));
             }
-            std::thread::sleep(Duration::from_micros(200));
+            if let Some(e) = self.driver().async_events.take(wait) {
+                tracing::warn!("uroce: async event {e:?}");
+                return Ok(e);
+            }
         }
+    }
+
+    /// The asynchronous event descriptor (`context->async_fd`): one record
+    /// per event, readable while one waits. Shared by the contexts of one
+    /// device in this process. Take events with [`Context::poll_async_event`].
+    pub fn async_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.driver().async_events.as_fd()
     }
 }
 

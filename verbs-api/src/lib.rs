@@ -46,6 +46,7 @@ mod device;
 mod diag;
 mod driver;
 mod error;
+mod event_fd;
 pub mod guide;
 mod memory;
 mod qp;

@@ -5,9 +5,7 @@
 use super::id::{CmId, IdInner};
 use crate::context::{Context, ContextInner};
 use crate::error::Error;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::eventfd::{EfdFlags, EventFd};
-use std::collections::VecDeque;
+use crate::event_fd::EventQueue;
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::{Arc, Mutex, Weak};
@@ -169,15 +167,14 @@ impl fmt::Display for CmEvent {
     }
 }
 
-/// `struct rdma_event_channel`: a file descriptor (an eventfd) readable
-/// while events wait; cheap to clone. IDs hold it weakly: keep it while
-/// they live.
+/// `struct rdma_event_channel`: a descriptor with one record per waiting
+/// event (blocking unless set O_NONBLOCK, ready for poll/epoll); cheap to
+/// clone. IDs hold it weakly: keep it while they live.
 #[derive(Clone)]
 pub struct EventChannel(pub(crate) Arc<ChannelInner>);
 
 pub(crate) struct ChannelInner {
-    efd: EventFd,
-    queue: Mutex<VecDeque<CmEvent>>,
+    events: EventQueue<CmEvent>,
     /// Contexts whose IDs report here: manual-progress ones are driven
     /// while a caller waits.
     contexts: Mutex<Vec<Weak<ContextInner>>>,
@@ -186,13 +183,8 @@ pub(crate) struct ChannelInner {
 impl EventChannel {
     /// `rdma_create_event_channel`.
     pub fn new() -> Result<EventChannel, Error> {
-        let efd = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
-            .map_err(|e| Error::Os { verb: "rdma_create_event_channel", err: e.into() })?;
-        Ok(EventChannel(Arc::new(ChannelInner {
-            efd,
-            queue: Mutex::new(VecDeque::new()),
-            contexts: Mutex::new(Vec::new()),
-        })))
+        let events = EventQueue::new("rdma_create_event_channel")?;
+        Ok(EventChannel(Arc::new(ChannelInner { events, contexts: Mutex::new(Vec::new()) })))
     }
 
     /// `rdma_create_id`: an ID in the port space `ps` (TCP for reliable connections).
@@ -218,16 +210,15 @@ impl EventChannel {
             let manual = self.drive_manual_contexts();
             // Manual contexts move packets only when driven: come back soon.
             let wait = if manual { left.min(Duration::from_micros(500)) } else { left };
-            let ms = u16::try_from(wait.as_micros().div_ceil(1000)).unwrap_or(u16::MAX);
-            let mut fds = [PollFd::new(self.0.efd.as_fd(), PollFlags::POLLIN)];
-            let _ = poll(&mut fds, PollTimeout::from(ms));
+            if let Some(ev) = self.0.events.take(wait) {
+                return Ok(ev);
+            }
         }
     }
 
     /// The next event, without waiting.
     pub fn try_get_cm_event(&self) -> Option<CmEvent> {
-        let _ = self.0.efd.read();
-        self.0.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+        self.0.events.try_take()
     }
 
     /// One round of progress on each manual-progress context of this
@@ -250,8 +241,7 @@ impl EventChannel {
 impl ChannelInner {
     pub(crate) fn push(&self, ev: CmEvent) {
         tracing::debug!("rdma_cm: {ev}");
-        self.queue.lock().unwrap_or_else(|e| e.into_inner()).push_back(ev);
-        let _ = self.efd.write(1);
+        self.events.push(ev);
     }
 
     pub(crate) fn note_context(&self, ctx: &Context) {
@@ -264,13 +254,13 @@ impl ChannelInner {
 
 impl AsFd for EventChannel {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.0.efd.as_fd()
+        self.0.events.as_fd()
     }
 }
 
 impl AsRawFd for EventChannel {
     fn as_raw_fd(&self) -> RawFd {
-        self.0.efd.as_fd().as_raw_fd()
+        self.0.events.as_fd().as_raw_fd()
     }
 }
 

@@ -30,6 +30,7 @@ use crate::context::{OpenOptions, Progress};
 use crate::cq::CqInner;
 use crate::device::DeviceAttr;
 use crate::error::Error;
+use crate::event_fd::EventQueue;
 use crate::CompChannel;
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::os::fd::OwnedFd;
@@ -38,7 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use tx::TxBatch;
 use uroce_stack::link::{Link, LinkInfo, RxDatagram};
-use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Gid, Instant, RxMeta};
+use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Event, Gid, Instant, RxMeta};
 
 pub(crate) use open::{is_open, open_device};
 
@@ -94,6 +95,9 @@ pub(crate) struct Driver {
     last_help: AtomicU64,
     /// Held while rdma_cm events are handed out, so that they go in order.
     dispatching: Mutex<()>,
+    /// The engine's asynchronous events, on the descriptor C programs know
+    /// as `context->async_fd`.
+    pub async_events: EventQueue<Event>,
 }
 
 impl Driver {
@@ -116,6 +120,7 @@ impl Driver {
             stop: AtomicBool::new(false),
             last_help: AtomicU64::new(0),
             dispatching: Mutex::new(()),
+            async_events: EventQueue::new("ibv_open_device")?,
         })
     }
 
@@ -141,6 +146,13 @@ impl Driver {
         let r = verb(&mut core.engine);
         core.flush_tx(self.now(), false);
         r
+    }
+
+    /// Moves the engine's asynchronous events to their descriptor (with the
+    /// lock let go, as the queue has a lock of its own).
+    pub fn publish_async_events(&self) {
+        let events: Vec<Event> = std::iter::from_fn(|| self.lock().engine.poll_event()).collect();
+        events.into_iter().for_each(|e| self.async_events.push(e));
     }
 
     /// Wakes the progress thread: a timer may be due earlier than it planned.

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, TryLockError};
 use std::time::Duration;
 use uroce_stack::link::LinkInfo;
+use uroce_transport::engine::Event;
 
 /// The longest a blocking progress thread sleeps with nothing due: it wakes
 /// earlier for packets, the doorbell and timers.
@@ -39,8 +40,8 @@ pub(super) fn inflight_budget(info: &LinkInfo) -> u32 {
 impl Driver {
     /// One round: send what is queued, take in what arrived (waiting up to
     /// `wait` for the first batch), run due timers, serve QP1, send what
-    /// that produced; then, with the lock let go, fire completion channels
-    /// and hand out rdma_cm events. `hold_acks` as in `Core::flush_tx`.
+    /// that produced; then, with the lock let go, fire completion channels,
+    /// publish asynchronous events and hand out rdma_cm events. `hold_acks` as in `Core::flush_tx`.
     /// Returns how many packets moved.
     pub fn round(&self, wait: Duration, hold_acks: bool) -> usize {
         self.round_from(self.lock(), wait, hold_acks)
@@ -62,7 +63,7 @@ impl Driver {
                 n => moved += n,
             }
         }
-        let (fired, cm_events): (Vec<Fired>, bool) = {
+        let (fired, async_events, cm_events): (Vec<Fired>, Vec<Event>, bool) = {
             let mut core = self.lock();
             let now = self.now();
             if core.engine.poll_timeout().is_some_and(|t| t <= now) {
@@ -70,9 +71,11 @@ impl Driver {
             }
             let cm_events = core.with_qp1(|qp1, engine| qp1.serve(engine, now));
             moved += core.flush_tx(now, hold_acks);
-            (core.take_fired(), cm_events)
+            let async_events = std::iter::from_fn(|| core.engine.poll_event()).collect();
+            (core.take_fired(), async_events, cm_events)
         };
         fired.into_iter().for_each(Fired::deliver);
+        async_events.into_iter().for_each(|e| self.async_events.push(e));
         if cm_events {
             self.dispatch_cm_events();
         }
