@@ -7,8 +7,8 @@ use crate::memory::Pd;
 use crate::srq::Srq;
 use std::sync::Arc;
 use uroce_transport::engine::{
-    AccessFlags, AddressVector, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, RecvWr, SendWr,
-    MAX_RD_ATOMIC,
+    required_mask, AccessFlags, AddressVector, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
+    RecvWr, SendWr, MAX_RD_ATOMIC,
 };
 
 /// What `create_qp` needs (`struct ibv_qp_init_attr`).
@@ -221,16 +221,11 @@ impl Qp {
             qkey: c.qkey,
             ..QpAttr::default()
         };
-        let base = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
-        let extra = if self.qp_type() == QpType::Ud { QpAttrMask::QKEY } else { QpAttrMask::ACCESS_FLAGS };
-        self.modify(&attr, base | extra)
+        self.modify(&attr, self.required_mask(QpState::Reset, QpState::Init))
     }
 
     /// INIT -> RTR: the peer's QPN, PSN and GID, path MTU, responder resources.
     pub fn to_rtr(&self, c: &ConnectAttr) -> Result<(), Error> {
-        if self.qp_type() == QpType::Ud {
-            return self.modify(&QpAttr { qp_state: QpState::Rtr, ..QpAttr::default() }, QpAttrMask::STATE);
-        }
         let ah_attr =
             AddressVector { dgid: c.dgid, sgid_index: c.sgid_index, hop_limit: 64, port_num: 1, ..Default::default() };
         let attr = QpAttr {
@@ -243,12 +238,7 @@ impl Qp {
             ah_attr,
             ..QpAttr::default()
         };
-        let base = QpAttrMask::STATE | QpAttrMask::AV | QpAttrMask::PATH_MTU | QpAttrMask::DEST_QPN;
-        let mut mask = base | QpAttrMask::RQ_PSN;
-        if self.qp_type() == QpType::Rc {
-            mask = mask | QpAttrMask::MAX_DEST_RD_ATOMIC | QpAttrMask::MIN_RNR_TIMER;
-        }
-        self.modify(&attr, mask)
+        self.modify(&attr, self.required_mask(QpState::Init, QpState::Rtr))
     }
 
     /// RTR -> RTS: our send PSN and (RC) the retry parameters.
@@ -262,15 +252,13 @@ impl Qp {
             max_rd_atomic: c.max_rd_atomic,
             ..QpAttr::default()
         };
-        let mut mask = QpAttrMask::STATE | QpAttrMask::SQ_PSN;
-        if self.qp_type() == QpType::Rc {
-            mask = mask
-                | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::MAX_QP_RD_ATOMIC;
-        }
-        self.modify(&attr, mask)
+        self.modify(&attr, self.required_mask(QpState::Rtr, QpState::Rts))
+    }
+
+    /// What a `from -> to` modify of this QP must carry, from the engine's
+    /// table (the helpers below give exactly that, nothing optional).
+    fn required_mask(&self, from: QpState, to: QpState) -> QpAttrMask {
+        required_mask(self.qp_type(), from, to).expect("a transition the table has")
     }
 
     /// RESET -> INIT -> RTR -> RTS in one call.

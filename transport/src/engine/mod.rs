@@ -46,7 +46,7 @@ pub use cq::{CqHandle, CqRing};
 pub use memory::{AtomicOp, MrKeys, MrStorage, Pd};
 pub use qp::{flow_label, flow_label_to_udp_sport, ud_udp_sport, QpCap, QpInitAttr};
 pub use srq::{SrqAttr, SrqHandle};
-pub use state::MAX_RD_ATOMIC;
+pub use state::{required_mask, MAX_RD_ATOMIC};
 pub use status::WcStatus;
 pub use time::{ack_timeout, rnr_timer, Instant};
 pub use verbs::{AccessFlags, Gid, RecvWr, SendFlags, SendWr, Sge, UdDest, WcFlags, WcOpcode, WorkCompletion, WrOp};

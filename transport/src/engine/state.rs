@@ -78,6 +78,14 @@ fn rule(t: QpType, from: S, to: S) -> Option<Rule> {
     }
 }
 
+/// The mask a `from -> to` modify of a `t` QP must carry: `STATE` and the
+/// transition's required attributes (`None` when the transition is invalid).
+/// The verbs layer's `to_init`/`to_rtr`/`to_rts`, rdma_cm's
+/// `rdma_init_qp_attr` and the simulation all build their masks from it.
+pub fn required_mask(t: QpType, from: S, to: S) -> Option<M> {
+    rule(t, from, to).map(|r| r.required | M::STATE)
+}
+
 /// Largest `max_rd_atomic` / `max_dest_rd_atomic` this device offers (rxe's 128).
 pub const MAX_RD_ATOMIC: u8 = 128;
 
@@ -190,6 +198,22 @@ mod test {
         let rts = M::STATE | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC;
         assert_eq!(check_modify(QpType::Rc, S::Rtr, &to(S::Rts), rts), Ok(S::Rts));
         assert_eq!(check_modify(QpType::Rc, S::Rts, &to(S::Err), M::STATE), Ok(S::Err));
+    }
+
+    #[test]
+    fn the_required_mask_takes_every_type_to_rts_and_nothing_less_does() {
+        for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
+            let path = [(S::Reset, S::Init), (S::Init, S::Rtr), (S::Rtr, S::Rts)];
+            for (from, next) in path {
+                let mask = required_mask(t, from, next).unwrap();
+                assert_eq!(check_modify(t, from, &to(next), mask), Ok(next), "{t:?} {from:?} -> {next:?}");
+                for bit in (0..32).map(|b| M(1 << b)).filter(|&b| b != M::STATE && mask.contains(b)) {
+                    assert!(check_modify(t, from, &to(next), mask & !bit).is_err(), "{t:?} {from:?}: {bit:?} optional");
+                }
+            }
+        }
+        assert_eq!(required_mask(QpType::Ud, S::Init, S::Rtr), Some(M::STATE));
+        assert_eq!(required_mask(QpType::Rc, S::Reset, S::Rts), None);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use super::Sim;
 use crate::engine::{
-    AccessFlags, AddressVector, CqHandle, Engine, Mtu, Pd, QpAttr, QpAttrMask as M, QpCap, QpInitAttr, QpState, QpType,
+    required_mask, AccessFlags, AddressVector, CqHandle, Engine, Mtu, Pd, QpAttr, QpCap, QpInitAttr, QpState, QpType,
     SrqHandle,
 };
 
@@ -86,7 +86,6 @@ pub fn connect(sim: &mut Sim, a: &Endpoint, b: &Endpoint, o: &QpOptions) {
 }
 
 fn to_rts(e: &mut Engine, qpn: u32, remote: u32, dgid: crate::engine::Gid, sq_psn: u32, rq_psn: u32, o: &QpOptions) {
-    let ud = o.qp_type == QpType::Ud;
     let mut attr = QpAttr {
         qp_state: QpState::Init,
         port_num: 1,
@@ -105,21 +104,12 @@ fn to_rts(e: &mut Engine, qpn: u32, remote: u32, dgid: crate::engine::Gid, sq_ps
         max_dest_rd_atomic: o.max_dest_rd_atomic,
         ..QpAttr::default()
     };
-    let init = M::STATE | M::PKEY_INDEX | M::PORT | if ud { M::QKEY } else { M::ACCESS_FLAGS };
-    e.modify_qp(qpn, &attr, init).expect("RESET -> INIT");
+    let t = o.qp_type;
+    let mask = |from, to| required_mask(t, from, to).expect("a valid transition");
+    e.modify_qp(qpn, &attr, mask(QpState::Reset, QpState::Init)).expect("RESET -> INIT");
     attr.qp_state = QpState::Rtr;
-    let rtr = match o.qp_type {
-        QpType::Rc => {
-            M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER
-        }
-        QpType::Uc => M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
-        QpType::Ud => M::STATE,
-    };
-    e.modify_qp(qpn, &attr, rtr).expect("INIT -> RTR");
+    e.modify_qp(qpn, &attr, mask(QpState::Init, QpState::Rtr)).expect("INIT -> RTR");
     attr.qp_state = QpState::Rts;
-    let rts = match o.qp_type {
-        QpType::Rc => M::STATE | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC,
-        _ => M::STATE | M::SQ_PSN,
-    };
+    let rts = mask(QpState::Rtr, QpState::Rts);
     e.modify_qp(qpn, &attr, rts).expect("RTR -> RTS");
 }

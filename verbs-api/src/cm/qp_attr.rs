@@ -2,7 +2,7 @@
 //! the kernel's `cm_init_qp_*_attr`): what the REQ and REP carried, on the
 //! QP of each side.
 
-use uroce_transport::engine::{AccessFlags, AddressVector, Mtu, QpAttr, QpAttrMask, QpState};
+use uroce_transport::engine::{required_mask, AccessFlags, AddressVector, Mtu, QpAttr, QpAttrMask, QpState, QpType};
 
 /// Everything the QP of one end of a connection needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub(crate) fn access(responder_resources: u8) -> AccessFlags {
 pub(crate) fn init(access: AccessFlags) -> (QpAttr, QpAttrMask) {
     let attr =
         QpAttr { qp_state: QpState::Init, pkey_index: 0, port_num: 1, qp_access_flags: access, ..Default::default() };
-    (attr, QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS)
+    (attr, mask(QpState::Reset, QpState::Init))
 }
 
 /// RTR: the path, the peer's QPN and PSN, responder resources; rdma_cm sets
@@ -59,14 +59,7 @@ pub(crate) fn rtr(c: &ConnInfo) -> (QpAttr, QpAttrMask) {
         min_rnr_timer: 0,
         ..Default::default()
     };
-    let mask = QpAttrMask::STATE
-        | QpAttrMask::AV
-        | QpAttrMask::PATH_MTU
-        | QpAttrMask::DEST_QPN
-        | QpAttrMask::RQ_PSN
-        | QpAttrMask::MAX_DEST_RD_ATOMIC
-        | QpAttrMask::MIN_RNR_TIMER;
-    (attr, mask)
+    (attr, mask(QpState::Init, QpState::Rtr))
 }
 
 /// RTS: our PSN, the ACK timeout and retries, initiator depth.
@@ -80,13 +73,12 @@ pub(crate) fn rts(c: &ConnInfo) -> (QpAttr, QpAttrMask) {
         max_rd_atomic: c.max_rd_atomic,
         ..Default::default()
     };
-    let mask = QpAttrMask::STATE
-        | QpAttrMask::SQ_PSN
-        | QpAttrMask::TIMEOUT
-        | QpAttrMask::RETRY_CNT
-        | QpAttrMask::RNR_RETRY
-        | QpAttrMask::MAX_QP_RD_ATOMIC;
-    (attr, mask)
+    (attr, mask(QpState::Rtr, QpState::Rts))
+}
+
+/// What a modify of an rdma_cm QP (always RC) from `from` to `to` must carry.
+fn mask(from: QpState, to: QpState) -> QpAttrMask {
+    required_mask(QpType::Rc, from, to).expect("a valid RC transition")
 }
 
 /// The `enum ibv_mtu` value a REQ carries, as the engine's MTU (a value out
