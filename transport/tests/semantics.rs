@@ -663,3 +663,17 @@ fn a_qp_on_an_srq_reports_its_last_wqe_and_leaves_the_srq_alone() {
     assert_eq!(sim.engines[1].srq_len(srq), 2, "the SRQ's receives belong to its other QPs");
     assert_eq!(sim.engines[1].cq_len(b.recv_cq), 0);
 }
+
+#[test]
+fn a_qp_reset_with_requests_in_flight_gives_back_its_share_of_the_budget() {
+    let mut p = pair(QpType::Rc);
+    p.sim.engines[0].post_send(p.a.qpn, write_wr(&p, 1, 0, 8192)).unwrap();
+    // Sent, not yet delivered: 8 PSNs unacknowledged.
+    let sent = drain(&mut p.sim.engines[0]);
+    assert_eq!((sent.len(), p.sim.engines[0].inflight_psns()), (8, 8));
+    assert!(p.sim.engines[0].poll_timeout().is_some(), "the retransmit timer runs");
+    let reset = QpAttr { qp_state: QpState::Reset, ..QpAttr::default() };
+    p.sim.engines[0].modify_qp(p.a.qpn, &reset, QpAttrMask::STATE).unwrap();
+    assert_eq!(p.sim.engines[0].inflight_psns(), 0, "the reset QP still holds PSNs of the budget");
+    assert_eq!(p.sim.engines[0].poll_timeout(), None, "the reset QP's timer still runs");
+}

@@ -61,7 +61,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use srq::Srq;
 use std::collections::{BTreeMap, VecDeque};
-use timer::Timer;
+use timer::{Timer, TimerIndex};
 
 /// The longest packet the engine emits: BTH, the largest header set, 4096
 /// bytes of data, pad and ICRC. Buffers given to `poll_transmit` need this.
@@ -227,6 +227,8 @@ pub(crate) struct Shared {
     pub inflight: u32,
     /// `EngineConfig::max_inflight_psns`.
     pub inflight_budget: u32,
+    /// Every QP's next timer deadline.
+    pub timers: TimerIndex,
 }
 
 impl Shared {
@@ -271,6 +273,7 @@ impl Engine {
                 cq_lost: Vec::new(),
                 inflight: 0,
                 inflight_budget: config.max_inflight_psns.max(1),
+                timers: TimerIndex::default(),
             },
             qps: BTreeMap::new(),
             pds: Vec::new(),
@@ -424,6 +427,7 @@ impl Engine {
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Error> {
         let qp = self.qps.remove(&qpn).ok_or(Error::NoSuchQp(qpn))?;
         self.sh.inflight -= qp.req.counted_inflight;
+        self.sh.timers.remove(qpn, &qp.timers);
         self.sched.forget(qpn);
         Ok(())
     }
@@ -456,9 +460,7 @@ impl Engine {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
         let to = state::check_modify(qp.qp_type(), qp.state(), attr, mask)?;
         modify::apply(qp, &mut self.sh, attr, mask, to);
-        qp.sync_inflight(&mut self.sh);
-        self.sched.activate(qpn);
-        self.fail_qps_that_lost_completions();
+        self.settle(qpn);
         Ok(())
     }
 
@@ -467,9 +469,7 @@ impl Engine {
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), Error> {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
         let r = requester::post(qp, &mut self.sh, wr);
-        qp.sync_inflight(&mut self.sh);
-        self.sched.activate(qpn);
-        self.fail_qps_that_lost_completions();
+        self.settle(qpn);
         r
     }
 
@@ -493,8 +493,7 @@ impl Engine {
         } else {
             qp.rq.push_back(wr);
         }
-        self.sched.activate(qpn);
-        self.fail_qps_that_lost_completions();
+        self.settle(qpn);
         Ok(())
     }
 
@@ -524,23 +523,33 @@ impl Engine {
         } else {
             responder::on_request(qp, &mut self.sh, &meta, &repr, payload);
         }
-        qp.sync_inflight(&mut self.sh);
-        self.sched.activate(qp.qpn);
+        self.settle(repr.bth.dest_qp);
+    }
+
+    /// The engine-wide bookkeeping after any input reached QP `qpn` (a verb,
+    /// a packet): its counts and timer deadline synced, a chance to send, and
+    /// QPs whose completions an overflowed CQ lost failed.
+    fn settle(&mut self, qpn: u32) {
+        if let Some(qp) = self.qps.get_mut(&qpn) {
+            qp.sync(&mut self.sh);
+        }
+        self.sched.activate(qpn);
         self.fail_qps_that_lost_completions();
     }
 
-    /// Runs the timers due at `now`.
+    /// Runs the timers due at `now` (only the QPs the timer index files as due).
     pub fn handle_timeout(&mut self, now: Instant) {
-        for qp in self.qps.values_mut() {
+        for qpn in self.sh.timers.due(now) {
+            let Some(qp) = self.qps.get_mut(&qpn) else { continue };
             let retransmit = qp.timers.take_expired(Timer::Retransmit, now);
             if retransmit {
                 completer::on_retransmit_timeout(qp, &mut self.sh);
             }
             // An expired RNR timer only lets the requester send again.
             if qp.timers.take_expired(Timer::RnrRetry, now) || retransmit {
-                qp.sync_inflight(&mut self.sh);
-                self.sched.activate(qp.qpn);
+                self.sched.activate(qpn);
             }
+            qp.sync(&mut self.sh);
         }
         self.fail_qps_that_lost_completions();
     }
@@ -552,7 +561,7 @@ impl Engine {
             if let Some(qp) = self.qps.get_mut(&qpn).filter(|q| q.state() != QpState::Err) {
                 self.sh.events.push_back(Event::QpFatal { qpn });
                 qp.enter_error(&mut self.sh);
-                qp.sync_inflight(&mut self.sh);
+                qp.sync(&mut self.sh);
                 self.sched.activate(qpn);
             }
         }
@@ -563,7 +572,10 @@ impl Engine {
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         assert!(buf.len() >= MAX_PACKET_LEN, "poll_transmit needs a buffer of MAX_PACKET_LEN bytes");
-        debug_assert!(self.qps.values().all(|q| q.req.counted_inflight == q.inflight()), "an unsynced QP");
+        debug_assert!(
+            self.qps.values().all(|q| q.req.counted_inflight == q.inflight() && TimerIndex::is_current(&q.timers)),
+            "an unsynced QP"
+        );
         debug_assert_eq!(self.sh.inflight, self.qps.values().map(|q| q.req.counted_inflight).sum::<u32>());
         let tx = self.sched.poll(&mut self.qps, &mut self.sh, now, buf);
         self.fail_qps_that_lost_completions();
@@ -601,7 +613,7 @@ impl Engine {
     /// When `handle_timeout` must next be called.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps.values().filter_map(|q| q.timers.next()).min()
+        self.sh.timers.next()
     }
 
     /// Request PSNs unacknowledged across all RC QPs (held to

@@ -4,7 +4,6 @@
 use super::attr::{QpAttr, QpAttrMask, QpState, QpType};
 use super::qp::{flow_label, flow_label_to_udp_sport, Qp, Requester};
 use super::responder::Responder;
-use super::timer::TimerTable;
 use super::{Event, Shared};
 use crate::Psn;
 
@@ -54,10 +53,12 @@ pub(crate) fn apply(qp: &mut Qp, sh: &mut Shared, attr: &QpAttr, mask: QpAttrMas
 
 /// Back to RESET: queues emptied without completions, state forgotten.
 fn reset(qp: &mut Qp) {
-    qp.req = Requester::default();
+    // What the engine counts for this QP stays until `sync` takes it back out.
+    qp.req = Requester { counted_inflight: qp.req.counted_inflight, ..Requester::default() };
     qp.rq.clear();
     qp.resp = Responder::default();
-    qp.timers = TimerTable::default();
+    // Stopped, not replaced: the table stays filed in the engine's timer index.
+    qp.timers.stop_all();
     let port = qp.attr.port_num;
     qp.attr = QpAttr { port_num: port, ..QpAttr::default() };
 }

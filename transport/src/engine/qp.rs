@@ -102,7 +102,7 @@ pub(crate) struct Requester {
     /// An SQD drained event is owed once the send queue is idle.
     pub sqd_notify: bool,
     /// What this QP adds to the engine's count of unacknowledged PSNs
-    /// (`Shared::inflight`), as of its last `sync_inflight`.
+    /// (`Shared::inflight`), as of its last `sync`.
     pub counted_inflight: u32,
 }
 
@@ -167,12 +167,14 @@ impl Qp {
         (self.req.psn - self.req.comp_psn).max(0) as u32
     }
 
-    /// Brings the engine's count of unacknowledged PSNs up to date with this
-    /// QP, after anything that may have moved its requester or state.
-    pub fn sync_inflight(&mut self, sh: &mut Shared) {
+    /// Brings the engine-wide bookkeeping of this QP up to date after
+    /// anything happened to it: its unacknowledged PSNs in the engine's
+    /// count, its next deadline in the timer index.
+    pub fn sync(&mut self, sh: &mut Shared) {
         let now = self.inflight();
         sh.inflight = sh.inflight - self.req.counted_inflight + now;
         self.req.counted_inflight = now;
+        sh.timers.update(self.qpn, &mut self.timers);
     }
     pub fn state(&self) -> QpState {
         self.attr.qp_state

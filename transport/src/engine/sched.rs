@@ -63,7 +63,7 @@ impl TxSchedule {
                 continue;
             };
             let tx = responder::poll_response(qp, sh, buf).or_else(|| requester::poll_request(qp, sh, now, buf));
-            qp.sync_inflight(sh);
+            qp.sync(sh);
             if let Some(tx) = tx {
                 self.cursor = if qp.mid_message() { qpn } else { qpn + 1 };
                 return Some(tx);

@@ -1,6 +1,9 @@
-//! A QP's timers: a table indexed by an enum; the next wake-up is their minimum.
+//! Timers. Each QP keeps a small table indexed by an enum, its next wake-up
+//! their minimum; the engine keeps one index of every QP's next wake-up,
+//! ordered by deadline, so finding what is due never scans every QP.
 
 use super::time::Instant;
+use std::collections::BTreeSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Timer {
@@ -17,6 +20,8 @@ impl Timer {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TimerTable {
     deadlines: [Option<Instant>; Timer::COUNT],
+    /// The deadline this QP is filed under in the engine's [`TimerIndex`].
+    indexed: Option<Instant>,
 }
 
 impl TimerTable {
@@ -47,6 +52,53 @@ impl TimerTable {
     }
 }
 
+/// Every QP's next wake-up, by deadline. A QP's entry is brought up to date
+/// by [`TimerIndex::update`] after anything happened to it (the engine does
+/// it where it syncs the QP's other engine-wide counts).
+#[derive(Debug, Default)]
+pub(crate) struct TimerIndex {
+    by_deadline: BTreeSet<(Instant, u32)>,
+}
+
+impl TimerIndex {
+    /// Files QP `qpn` under its table's next deadline (or nowhere).
+    pub fn update(&mut self, qpn: u32, table: &mut TimerTable) {
+        let next = table.next();
+        if next == table.indexed {
+            return;
+        }
+        if let Some(old) = table.indexed {
+            self.by_deadline.remove(&(old, qpn));
+        }
+        if let Some(new) = next {
+            self.by_deadline.insert((new, qpn));
+        }
+        table.indexed = next;
+    }
+
+    /// Forgets a QP that is going away.
+    pub fn remove(&mut self, qpn: u32, table: &TimerTable) {
+        if let Some(old) = table.indexed {
+            self.by_deadline.remove(&(old, qpn));
+        }
+    }
+
+    /// The earliest deadline of any QP.
+    pub fn next(&self) -> Option<Instant> {
+        self.by_deadline.first().map(|&(at, _)| at)
+    }
+
+    /// The QPs with a timer due at `now`, earliest first.
+    pub fn due(&self, now: Instant) -> Vec<u32> {
+        self.by_deadline.iter().take_while(|&&(at, _)| at <= now).map(|&(_, qpn)| qpn).collect()
+    }
+
+    /// Whether `table` is filed under its current next deadline.
+    pub fn is_current(table: &TimerTable) -> bool {
+        table.indexed == table.next()
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -62,5 +114,26 @@ mod test {
         assert!(t.take_expired(Timer::Retransmit, Instant::from_nanos(50)));
         assert!(!t.is_running(Timer::Retransmit));
         assert_eq!(t.next(), Some(Instant::from_nanos(20)));
+    }
+
+    #[test]
+    fn the_index_files_each_qp_under_its_next_deadline() {
+        let at = Instant::from_nanos;
+        let mut index = TimerIndex::default();
+        let (mut a, mut b) = (TimerTable::default(), TimerTable::default());
+        a.set(Timer::Retransmit, at(30));
+        b.set(Timer::RnrRetry, at(10));
+        index.update(1, &mut a);
+        index.update(2, &mut b);
+        assert_eq!(index.next(), Some(at(10)));
+        assert_eq!(index.due(at(30)), vec![2, 1]);
+        b.stop_all();
+        index.update(2, &mut b);
+        assert_eq!(index.due(at(100)), vec![1]);
+        a.set(Timer::Retransmit, at(50));
+        index.update(1, &mut a);
+        assert_eq!((index.next(), index.due(at(49))), (Some(at(50)), vec![]));
+        index.remove(1, &a);
+        assert_eq!(index.next(), None);
     }
 }
