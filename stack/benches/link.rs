@@ -18,6 +18,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 use uroce_stack::link::netns::NetnsGuard;
 use uroce_stack::link::{DeviceSpec, Link, RxDatagram, TxDatagram};
+use uroce_stack::testnet::TestNet;
 
 #[derive(Clone, Copy, Default)]
 struct Rate {
@@ -154,19 +155,16 @@ fn main() {
         "{:<14} {:>8} {:>12} {:>10} {:>14} {:>10} {:>8}",
         "path", "payload", "uroce pkt/s", "uroce MB/s", "kernel pkt/s", "kernel MB/s", "ratio"
     );
+    // Each measurement on addresses of its own, so that nothing late from
+    // one reaches the next.
+    let net = TestNet::new();
     for (i, &payload) in PAYLOADS.iter().enumerate() {
-        let (a_ip, b_ip) = (format!("127.0.{}.1", 40 + i), format!("127.0.{}.2", 40 + i));
-        let a = open(&format!("udp:{a_ip}"));
-        let b = open(&format!("udp:{b_ip}"));
-        let ours = link_rate(a, b, b_ip.parse().unwrap(), payload, dur);
+        let host = 4 * i as u8;
+        let a = open(&net.udp(host + 1));
+        let b = open(&net.udp(host + 2));
+        let ours = link_rate(a, b, net.ip(host + 2).into(), payload, dur);
         let len = 12 + payload + 4;
-        let kernel = kernel_rate(
-            format!("127.0.{}.1:0", 50 + i).parse().unwrap(),
-            format!("127.0.{}.2:4791", 50 + i).parse().unwrap(),
-            len,
-            dur,
-            None,
-        );
+        let kernel = kernel_rate((net.ip(host + 3), 0).into(), (net.ip(host + 4), 4791).into(), len, dur, None);
         row("udp loopback", payload, ours, kernel);
     }
     if !is_root() || !have("ip") {

@@ -9,18 +9,19 @@ use uroce_stack::link::capture::Capture;
 use uroce_stack::link::impair::{Faults, Impair, ImpairConfig};
 use uroce_stack::link::udp::UdpLink;
 use uroce_stack::link::{Link, RxDatagram};
+use uroce_stack::testnet::TestNet;
 
-fn udp(ip: &str) -> UdpLink {
-    UdpLink::open(&format!("udp:{ip}").parse().unwrap()).unwrap()
+/// The udp link on address `host` of `net`.
+fn udp(net: &TestNet, host: u8) -> UdpLink {
+    UdpLink::open(&net.udp(host).parse().unwrap()).unwrap()
 }
 
 /// Sends `n` packets a -> b (through whatever wraps them) and returns the PSNs
 /// b delivered, waiting until `quiet` passes with nothing new.
-fn run(a: &mut dyn Link, b: &mut dyn Link, b_ip: &str, n: u32, quiet: Duration) -> Vec<u32> {
-    let ip: IpAddr = b_ip.parse().unwrap();
+fn run(a: &mut dyn Link, b: &mut dyn Link, b_ip: IpAddr, n: u32, quiet: Duration) -> Vec<u32> {
     let packets: Vec<Vec<u8>> = (0..n).map(|i| roce_packet(0x11, i, &[i as u8; 32])).collect();
     for chunk in packets.chunks(16) {
-        a.send(&tx(ip, chunk)).unwrap();
+        a.send(&tx(b_ip, chunk)).unwrap();
     }
     let mut psns = Vec::new();
     let start = Instant::now();
@@ -39,10 +40,12 @@ fn run(a: &mut dyn Link, b: &mut dyn Link, b_ip: &str, n: u32, quiet: Duration) 
 fn impairment_repeats_from_its_seed() {
     let faults = Faults { loss: 0.2, duplicate: 0.1, ..Faults::default() };
     let mut runs = Vec::new();
-    for (k, ips) in [("127.0.7.1", "127.0.7.2"), ("127.0.8.1", "127.0.8.2")].iter().enumerate() {
-        let mut a = udp(ips.0);
-        let mut b = Impair::new(udp(ips.1), ImpairConfig { seed: 42, rx: faults, ..Default::default() });
-        let psns = run(&mut a, &mut b, ips.1, 200, Duration::from_millis(300));
+    let net = TestNet::new();
+    // Each run on addresses of its own: no late packet of the first reaches the second.
+    for (k, (ha, hb)) in [(1, 2), (3, 4)].into_iter().enumerate() {
+        let mut a = udp(&net, ha);
+        let mut b = Impair::new(udp(&net, hb), ImpairConfig { seed: 42, rx: faults, ..Default::default() });
+        let psns = run(&mut a, &mut b, net.ip(hb).into(), 200, Duration::from_millis(300));
         let s = b.impair_stats();
         println!("run {k}: {} delivered, {s:?}", psns.len());
         assert_eq!(psns.len() as u64, 200 - s.rx_lost + s.rx_duplicated);
@@ -54,7 +57,8 @@ fn impairment_repeats_from_its_seed() {
 
 #[test]
 fn reordering_and_delay_keep_every_packet() {
-    let mut a = udp("127.0.9.1");
+    let net = TestNet::new();
+    let mut a = udp(&net, 1);
     let faults = Faults {
         reorder: 0.2,
         reorder_delay: Duration::from_millis(3),
@@ -62,8 +66,8 @@ fn reordering_and_delay_keep_every_packet() {
         jitter: Duration::from_millis(1),
         ..Faults::default()
     };
-    let mut b = Impair::new(udp("127.0.9.2"), ImpairConfig { seed: 5, rx: faults, ..Default::default() });
-    let mut psns = run(&mut a, &mut b, "127.0.9.2", 100, Duration::from_millis(300));
+    let mut b = Impair::new(udp(&net, 2), ImpairConfig { seed: 5, rx: faults, ..Default::default() });
+    let mut psns = run(&mut a, &mut b, net.ip(2).into(), 100, Duration::from_millis(300));
     let s = b.impair_stats();
     assert!(s.rx_reordered > 0 && s.rx_delayed > 0, "{s:?}");
     assert!(psns.windows(2).any(|w| w[1] < w[0]), "some packets overtaken");
@@ -73,10 +77,11 @@ fn reordering_and_delay_keep_every_packet() {
 
 #[test]
 fn corruption_is_caught_by_a_checking_link() {
-    let mut a = udp("127.0.10.1");
+    let net = TestNet::new();
+    let mut a = udp(&net, 1);
     let faults = Faults { corrupt: 0.5, ..Faults::default() };
-    let mut b = Impair::new(udp("127.0.10.2"), ImpairConfig { seed: 9, rx: faults, ..Default::default() });
-    let psns = run(&mut a, &mut b, "127.0.10.2", 100, Duration::from_millis(200));
+    let mut b = Impair::new(udp(&net, 2), ImpairConfig { seed: 9, rx: faults, ..Default::default() });
+    let psns = run(&mut a, &mut b, net.ip(2).into(), 100, Duration::from_millis(200));
     let s = b.impair_stats();
     assert!(s.corrupt_caught > 20, "{s:?}");
     assert_eq!(psns.len() as u64, 100 - s.corrupt_caught);
@@ -84,10 +89,11 @@ fn corruption_is_caught_by_a_checking_link() {
 
 #[test]
 fn transmit_loss_and_duplication() {
+    let net = TestNet::new();
     let faults = Faults { loss: 0.5, duplicate: 0.5, ..Faults::default() };
-    let mut a = Impair::new(udp("127.0.11.1"), ImpairConfig { seed: 3, tx: faults, ..Default::default() });
-    let mut b = udp("127.0.11.2");
-    let psns = run(&mut a, &mut b, "127.0.11.2", 100, Duration::from_millis(200));
+    let mut a = Impair::new(udp(&net, 1), ImpairConfig { seed: 3, tx: faults, ..Default::default() });
+    let mut b = udp(&net, 2);
+    let psns = run(&mut a, &mut b, net.ip(2).into(), 100, Duration::from_millis(200));
     let s = a.impair_stats();
     assert!(s.tx_lost > 20 && s.tx_duplicated > 5, "{s:?}");
     assert_eq!(psns.len() as u64, 100 - s.tx_lost + s.tx_duplicated);
@@ -96,11 +102,12 @@ fn transmit_loss_and_duplication() {
 #[test]
 fn capture_of_a_udp_link_decodes() {
     let path = std::env::temp_dir().join(format!("uroce-udp-capture-{}.pcap", std::process::id()));
-    let mut a = Capture::to_file(udp("127.0.12.1"), &path).unwrap();
-    let mut b = udp("127.0.12.2");
-    let psns = run(&mut a, &mut b, "127.0.12.2", 10, Duration::from_millis(100));
+    let net = TestNet::new();
+    let mut a = Capture::to_file(udp(&net, 1), &path).unwrap();
+    let mut b = udp(&net, 2);
+    let psns = run(&mut a, &mut b, net.ip(2).into(), 10, Duration::from_millis(100));
     assert_eq!(psns.len(), 10);
-    b.send(&tx("127.0.12.1".parse().unwrap(), &[roce_packet(0x22, 0, b"back")])).unwrap();
+    b.send(&tx(net.ip(1).into(), &[roce_packet(0x22, 0, b"back")])).unwrap();
     let back = collect(&mut a, &mut [], 1, Duration::from_secs(5));
     assert_eq!(back.len(), 1);
     let (_, file) = a.finish().unwrap();

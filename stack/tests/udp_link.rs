@@ -12,30 +12,23 @@ use uroce_stack::link::udp::{UdpLink, UdpOffload};
 use uroce_stack::link::{spec, DeviceSpec, Integrity, Link, LinkError, RxDatagram};
 use uroce_stack::live::LiveCapture;
 use uroce_stack::pcap::{LinkType, PcapReader};
+use uroce_stack::testnet::TestNet;
 use uroce_transport::icrc;
 
 fn udp(ip: &str) -> UdpLink {
     UdpLink::open(&format!("udp:{ip}").parse::<DeviceSpec>().unwrap()).unwrap()
 }
 
-/// `udp:127.0.0.1` and `udp:127.0.0.2`, or (if another program on this
-/// machine holds one of them, said so) another pair of loopback addresses.
-fn loopback_pair() -> (UdpLink, UdpLink, &'static str, &'static str) {
-    for (ia, ib) in [("127.0.0.1", "127.0.0.2"), ("127.0.30.1", "127.0.30.2"), ("127.0.31.1", "127.0.31.2")] {
-        let a = UdpLink::open(&format!("udp:{ia}").parse().unwrap());
-        let b = UdpLink::open(&format!("udp:{ib}").parse().unwrap());
-        match (a, b) {
-            (Ok(a), Ok(b)) => return (a, b, ia, ib),
-            (a, b) => println!("note: {ia}/{ib} busy ({:?} / {:?}); trying another pair", a.err(), b.err()),
-        }
-    }
-    panic!("no free pair of loopback addresses")
+/// The udp link on address `host` of `net`.
+fn udp_on(net: &TestNet, host: u8) -> UdpLink {
+    UdpLink::open(&net.udp(host).parse::<DeviceSpec>().unwrap()).unwrap()
 }
 
 #[test]
 fn two_endpoints_exchange_in_batches() {
-    let (mut a, mut b, ia, ib) = loopback_pair();
-    let b_ip: IpAddr = ib.parse().unwrap();
+    let net = TestNet::new();
+    let (mut a, mut b) = (udp_on(&net, 1), udp_on(&net, 2));
+    let (a_ip, b_ip) = (IpAddr::V4(net.ip(1)), IpAddr::V4(net.ip(2)));
     let packets: Vec<Vec<u8>> = (0..96).map(|i| roce_packet(0x11, i, &[i as u8; 64])).collect();
     for chunk in packets.chunks(32) {
         assert_eq!(a.send(&tx(b_ip, chunk)).unwrap(), chunk.len());
@@ -44,7 +37,7 @@ fn two_endpoints_exchange_in_batches() {
     let start = Instant::now();
     while got.len() < packets.len() && start.elapsed() < Duration::from_secs(10) {
         b.recv(Duration::from_millis(50), &mut |d: &RxDatagram<'_>| {
-            assert_eq!(d.peer, ia.parse::<IpAddr>().unwrap());
+            assert_eq!(d.peer, a_ip);
             assert_eq!(d.local, b_ip);
             assert_eq!(d.src_port, 4791, "a kernel socket sends from its bound port");
             // Loopback sends each batch of 32 as one GSO datagram: segment k has IP ID k.
@@ -67,7 +60,7 @@ fn two_endpoints_exchange_in_batches() {
 
     // And back: b answers a.
     let acks: Vec<Vec<u8>> = (0..8).map(|i| roce_packet(0x22, i, &[])).collect();
-    b.send(&tx(ia.parse().unwrap(), &acks)).unwrap();
+    b.send(&tx(a_ip, &acks)).unwrap();
     let back = collect(&mut a, &mut [], acks.len(), Duration::from_secs(10));
     assert_eq!(back.len(), acks.len());
 }
@@ -95,17 +88,17 @@ fn ipv6_loopback_is_fully_checked() {
 
 #[test]
 fn corrupt_packets_are_dropped_and_counted() {
-    let mut a = udp("127.0.3.1");
-    let mut b = udp("127.0.3.2");
+    let net = TestNet::new();
+    let (mut a, mut b) = (udp_on(&net, 1), udp_on(&net, 2));
     // A raw kernel socket stands in for a peer that corrupts: it sends RoCE
-    // bytes whose ICRC is wrong from 127.0.3.1:any to b.
-    let evil = std::net::UdpSocket::bind("127.0.3.1:0").unwrap();
+    // bytes whose ICRC is wrong from a's address (any port) to b.
+    let evil = std::net::UdpSocket::bind((net.ip(1), 0)).unwrap();
     let mut p = roce_packet(0x11, 1, &[7; 32]);
-    evil.send_to(&p, "127.0.3.2:4791").unwrap();
+    evil.send_to(&p, (net.ip(2), 4791)).unwrap();
     let n = p.len();
     p[n - 1] = 0x5a;
-    evil.send_to(&p, "127.0.3.2:4791").unwrap();
-    a.send(&tx("127.0.3.2".parse().unwrap(), &[roce_packet(0x11, 2, &[1; 8])])).unwrap();
+    evil.send_to(&p, (net.ip(2), 4791)).unwrap();
+    a.send(&tx(IpAddr::V4(net.ip(2)), &[roce_packet(0x11, 2, &[1; 8])])).unwrap();
     let got = collect(&mut b, &mut [], 1, Duration::from_secs(10));
     // Give the other two time to arrive; they must be dropped, not delivered.
     let more = collect(&mut b, &mut [], 1, Duration::from_millis(300));
@@ -115,26 +108,28 @@ fn corrupt_packets_are_dropped_and_counted() {
 
 #[test]
 fn clear_open_errors() {
-    let _held = udp("127.0.4.1");
-    let e = spec::open("udp:127.0.4.1").err().unwrap();
+    let net = TestNet::new();
+    let _held = udp_on(&net, 1);
+    let e = spec::open(&net.udp(1)).err().unwrap();
     assert!(matches!(e, LinkError::AddressInUse(_)), "{e}");
-    assert!(e.to_string().contains("127.0.4.1:4791 is in use"), "{e}");
+    assert!(e.to_string().contains(&format!("{}:4791 is in use", net.ip(1))), "{e}");
     let e = spec::open("udp:203.0.113.9").err().unwrap();
     assert!(e.to_string().contains("not an address of this host"), "{e}");
 }
 
 #[test]
 fn path_mtu_of_loopback() {
-    let a = udp("127.0.5.1");
+    let net = TestNet::new();
+    let a = udp_on(&net, 1);
     let info = a.info();
     assert_eq!(info.path_mtu.bytes(), 4096, "lo's MTU 65536 fits 4096: {info:?}");
-    assert_eq!(info.gids.get(1).unwrap().to_ipv6().to_string(), "::ffff:127.0.5.1");
-    let o = UdpLink::open(&"udp:127.0.5.2,mtu=1024".parse().unwrap()).unwrap();
+    assert_eq!(info.gids.get(1).unwrap().to_ipv6().to_string(), format!("::ffff:{}", net.ip(1)));
+    let o = UdpLink::open(&format!("{},mtu=1024", net.udp(2)).parse().unwrap()).unwrap();
     assert_eq!(o.info().path_mtu.bytes(), 1024);
 }
 
 /// The IPv4 and UDP header every datagram carried on the wire is the one its
-/// ICRC was computed over: captured on `lo` with AF_PACKET (what tcpdump uses)
+/// ICRC was computed over: captured on a namespace's `lo` with AF_PACKET (what tcpdump uses)
 /// and compared with the link's own capture of what it signed.
 #[test]
 fn signed_header_is_the_wire_header() {
@@ -142,14 +137,19 @@ fn signed_header_is_the_wire_header() {
         println!("SKIP: signed_header_is_the_wire_header: needs root (CAP_NET_RAW) to capture on lo");
         return;
     }
+    // A namespace of its own: on the host's lo, the other tests running
+    // beside this one can flood the capture until these frames are dropped.
+    let ns = Netns::new("signed", 1);
+    let _inside = ns.enter(0);
+    let net = TestNet::new();
     let mut wire = LiveCapture::open("lo").unwrap();
     // Without GSO: on lo a GSO datagram is segmented after the capture point, at
     // the receiver (`offloads_every_way` checks those segments' IP IDs).
-    let a = UdpLink::open_with(&"udp:127.0.6.1".parse().unwrap(), UdpOffload::NONE).unwrap();
+    let a = UdpLink::open_with(&net.udp(1).parse().unwrap(), UdpOffload::NONE).unwrap();
     let mut a = Capture::new(a, Vec::new(), CaptureMode::TxOnly).unwrap();
-    let mut b = udp("127.0.6.2");
+    let mut b = udp_on(&net, 2);
     let packets: Vec<Vec<u8>> = (0..16).map(|i| roce_packet(0x33, i, &vec![i as u8; 4 * i as usize])).collect();
-    a.send(&tx("127.0.6.2".parse().unwrap(), &packets)).unwrap();
+    a.send(&tx(IpAddr::V4(net.ip(2)), &packets)).unwrap();
     let got = collect(&mut b, &mut [], packets.len(), Duration::from_secs(10));
     assert_eq!(got.len(), packets.len());
 
@@ -169,7 +169,7 @@ fn signed_header_is_the_wire_header() {
     while matched < signed_packets.len() && start.elapsed() < Duration::from_secs(10) {
         let Some((_, frame)) = wire.next_frame(Duration::from_millis(100)).unwrap() else { continue };
         let Ok(p) = parse_ethernet(frame) else { continue };
-        if !matches!(p.repr.ip.src(), IpAddr::V4(a) if a.octets() == [127, 0, 6, 1]) {
+        if p.repr.ip.src() != IpAddr::V4(net.ip(1)) {
             continue;
         }
         let want = &signed_packets[matched];
@@ -194,10 +194,12 @@ fn signed_header_is_the_wire_header() {
 /// (the receiver recovers it from the ICRC), so what was signed was sent.
 #[test]
 fn offloads_every_way() {
+    let net = TestNet::new();
     for (i, (gso, gro)) in [(false, false), (true, false), (false, true), (true, true)].into_iter().enumerate() {
-        let (ia, ib) = (format!("127.0.{}.1", 20 + i), format!("127.0.{}.2", 20 + i));
-        let mut a = UdpLink::open_with(&format!("udp:{ia}").parse().unwrap(), UdpOffload { gso, gro: false }).unwrap();
-        let mut b = UdpLink::open_with(&format!("udp:{ib}").parse().unwrap(), UdpOffload { gso: false, gro }).unwrap();
+        // Addresses of its own for each way: no late packet of one way reaches the next.
+        let (ha, hb) = (1 + 2 * i as u8, 2 + 2 * i as u8);
+        let mut a = UdpLink::open_with(&net.udp(ha).parse().unwrap(), UdpOffload { gso, gro: false }).unwrap();
+        let mut b = UdpLink::open_with(&net.udp(hb).parse().unwrap(), UdpOffload { gso: false, gro }).unwrap();
         assert_eq!((a.offload().gso, b.offload().gro), (gso, gro), "this kernel has UDP GSO and GRO");
         // Groups: 19 full packets and a shorter one, three times.
         let mut packets = Vec::new();
@@ -207,7 +209,7 @@ fn offloads_every_way() {
                 packets.push(roce_packet(0x11, round * 20 + k, &vec![k as u8; len]));
             }
         }
-        let b_ip: IpAddr = ib.parse().unwrap();
+        let b_ip = IpAddr::V4(net.ip(hb));
         for chunk in packets.chunks(20) {
             a.send(&tx(b_ip, chunk)).unwrap();
         }

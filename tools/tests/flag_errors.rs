@@ -1,10 +1,12 @@
 //! Flags that cannot work on this device or link, and `--loopback` ends that
 //! cannot run: each fails at once, with one line that says what to do, and a
-//! non-zero exit. Addresses 127.0.114.x are this file's.
+//! non-zero exit. Each test's loopback addresses are its own, from a
+//! [`TestNet`].
 
 mod common;
 
 use common::{is_root, run, uroce};
+use uroce_verbs::TestNet;
 
 /// `uroce ARGS` fails with exactly `message` on stderr (one line) and `code`.
 fn fails_with(args: &[&str], code: i32, message: &str) {
@@ -15,6 +17,7 @@ fn fails_with(args: &[&str], code: i32, message: &str) {
 
 #[test]
 fn a_loopback_device_that_cannot_serve_both_ends_is_refused_up_front() {
+    let net = TestNet::new();
     let one = |dev: &str| {
         format!(
             "--loopback runs two ends, each on a device of its own, and -d {dev} is one: \
@@ -25,12 +28,13 @@ fn a_loopback_device_that_cannot_serve_both_ends_is_refused_up_front() {
     fails_with(&["pingpong", "--loopback", "-d", "packet:lo"], 1, &one("packet:lo"));
     fails_with(&["ud_pingpong", "--loopback", "-d", "tap:t0,ip=10.0.0.1/24"], 1, &one("tap:t0,ip=10.0.0.1/24"));
     fails_with(&["perf", "write_bw", "--loopback", "-d", "packet:lo"], 1, &format!("uroce perf: {}", one("packet:lo")));
+    let dev = net.udp(1);
     fails_with(
-        &["pingpong", "--loopback", "-d", "udp:127.0.114.1", "--server-dev", "udp:127.0.114.1"],
+        &["pingpong", "--loopback", "-d", &dev, "--server-dev", &dev],
         1,
-        "--loopback: -d and --server-dev are both udp:127.0.114.1: each end needs a device of its own (another address, or another interface)",
+        &format!("--loopback: -d and --server-dev are both {dev}: each end needs a device of its own (another address, or another interface)"),
     );
-    let (code, _, err) = run(&["pingpong", "--server-dev", "udp:127.0.114.2"]);
+    let (code, _, err) = run(&["pingpong", "--server-dev", &net.udp(2)]);
     assert_eq!(code, 2, "--server-dev needs --loopback: {err}");
     assert!(err.contains("--loopback"), "{err}");
 }
@@ -42,18 +46,24 @@ fn two_ends_on_one_address_are_refused() {
         println!("SKIP: two_ends_on_one_address_are_refused: opening packet:lo needs root (CAP_NET_RAW)");
         return;
     }
+    let net = TestNet::new();
+    let (client, server) = (format!("packet:lo,ip={}", net.ip(3)), format!("packet:lo,ip={}", net.ip(4)));
     fails_with(
-        &["pingpong", "--loopback", "-d", "packet:lo,ip=127.0.114.3", "--server-dev", "packet:lo,ip=127.0.114.4"],
+        &["pingpong", "--loopback", "-d", &client, "--server-dev", &server],
         1,
-        "--loopback: both ends have address fe80::200:ff:fe00:0 (packet:lo,ip=127.0.114.3 and packet:lo,ip=127.0.114.4): \
-         give each end its own address (on one interface, its own ,ip= and ,mac=) with -d and --server-dev",
+        &format!(
+            "--loopback: both ends have address fe80::200:ff:fe00:0 ({client} and {server}): \
+             give each end its own address (on one interface, its own ,ip= and ,mac=) with -d and --server-dev"
+        ),
     );
 }
 
 /// The failing end's own error, and only it, is what the user reads.
 #[test]
 fn a_loopback_end_that_cannot_open_its_device_says_why_and_nothing_else() {
-    let args = ["pingpong", "--loopback", "-d", "udp:127.0.114.5", "--server-dev", "packet:lo"];
+    let net = TestNet::new();
+    let dev = net.udp(5);
+    let args = ["pingpong", "--loopback", "-d", &dev, "--server-dev", "packet:lo"];
     let want = "server: ibv_open_device: opening an AF_PACKET socket on lo needs CAP_NET_RAW: \
                 run as root, or `sudo setcap cap_net_raw+ep` on the program";
     if !is_root() {
@@ -84,9 +94,10 @@ fn a_loopback_end_that_cannot_open_its_device_says_why_and_nothing_else() {
 /// a closed connection. Both ends find the mismatch, so either may be first.
 #[test]
 fn a_loopback_end_that_fails_mid_run_is_the_only_error() {
+    let net = TestNet::new();
     let mut cmd = uroce();
-    cmd.args(["perf", "write_bw", "--loopback", "-m", "2048", "-n", "5", "-d", "udp:127.0.114.6"]);
-    cmd.args(["--server-dev", "udp:127.0.114.8,mtu=1024"]);
+    cmd.args(["perf", "write_bw", "--loopback", "-m", "2048", "-n", "5", "-d", &net.udp(6)]);
+    cmd.args(["--server-dev", &format!("{},mtu=1024", net.udp(8))]);
     let (code, out, err) = common::outcome(cmd.output().unwrap());
     assert_eq!(code, 1, "{out}{err}");
     let causes = [
@@ -98,29 +109,30 @@ fn a_loopback_end_that_fails_mid_run_is_the_only_error() {
 
 #[test]
 fn sizes_past_the_device_limit_are_refused_with_the_limit() {
+    let net = TestNet::new();
     let max = "max_msg_sz 2147483648 bytes";
     fails_with(
-        &["pingpong", "--loopback", "-s", "3000000000", "-n", "1", "-d", "udp:127.0.114.7"],
+        &["pingpong", "--loopback", "-s", "3000000000", "-n", "1", "-d", &net.udp(7)],
         1,
         &format!("-s 3000000000: larger than the device's largest message ({max}): give -s 2147483648 or less"),
     );
     fails_with(
-        &["perf", "write_bw", "--loopback", "-s", "3000000000", "-d", "udp:127.0.114.9"],
+        &["perf", "write_bw", "--loopback", "-s", "3000000000", "-d", &net.udp(9)],
         1,
         "uroce perf: Message Size should be between 1 and 2147483647",
     );
     fails_with(
-        &["ud_pingpong", "--loopback", "-s", "5000", "-d", "udp:127.0.114.11"],
+        &["ud_pingpong", "--loopback", "-s", "5000", "-d", &net.udp(11)],
         1,
         "Requested size larger than port MTU (4096): give -s 4096 or less",
     );
     fails_with(
-        &["perf", "send_bw", "--loopback", "-c", "UD", "-s", "8000", "-d", "udp:127.0.114.12"],
+        &["perf", "send_bw", "--loopback", "-c", "UD", "-s", "8000", "-d", &net.udp(12)],
         1,
         "uroce perf: Max message size in UD cannot be greater than MTU (4096): give -s 4096 or less",
     );
     fails_with(
-        &["rping", "-c", "-a", "127.0.114.13", "-S", "100000"],
+        &["rping", "-c", "-a", &net.ip(13).to_string(), "-S", "100000"],
         22,
         "Invalid size 100000 (valid range is 26 to 65536)",
     );
@@ -128,7 +140,9 @@ fn sizes_past_the_device_limit_are_refused_with_the_limit() {
 
 #[test]
 fn pingpong_flags_the_device_cannot_honour_are_refused() {
-    let d = ["--loopback", "-d", "udp:127.0.114.15"];
+    let net = TestNet::new();
+    let dev = net.udp(15);
+    let d = ["--loopback", "-d", &dev];
     let with = |extra: &[&'static str]| [&["pingpong"][..], &d, extra].concat();
     fails_with(
         &with(&["-r", "20000"]),
@@ -138,7 +152,9 @@ fn pingpong_flags_the_device_cannot_honour_are_refused() {
     fails_with(
         &with(&["-g", "5"]),
         1,
-        "-g 5: udp:127.0.114.15 has no GID index 5 (it has 2: 0 the IPv6 link-local GID, 1 the IPv4 one): give -g 1, or -g 0",
+        &format!(
+            "-g 5: {dev} has no GID index 5 (it has 2: 0 the IPv6 link-local GID, 1 the IPv4 one): give -g 1, or -g 0"
+        ),
     );
     fails_with(&with(&["-l", "16"]), 1, "-l 16: a service level is 0 to 15");
     fails_with(&with(&["--loss", "2"]), 1, "--loss 2: give a probability between 0 and 1");
@@ -147,19 +163,23 @@ fn pingpong_flags_the_device_cannot_honour_are_refused() {
 
 #[test]
 fn perf_flags_the_device_cannot_honour_are_refused() {
+    let net = TestNet::new();
+    let dev = net.udp(17);
     fails_with(
-        &["perf", "write_bw", "--loopback", "-x", "7", "-d", "udp:127.0.114.17"],
+        &["perf", "write_bw", "--loopback", "-x", "7", "-d", &dev],
         1,
-        "uroce perf: -x 7: udp:127.0.114.17 has no GID index 7 (it has 2: 0 the IPv6 link-local GID, 1 the IPv4 one): give -x 1, or -x 0",
+        &format!("uroce perf: -x 7: {dev} has no GID index 7 (it has 2: 0 the IPv6 link-local GID, 1 the IPv4 one): give -x 1, or -x 0"),
     );
 }
 
 #[test]
 fn rping_flags_that_cannot_work_are_refused() {
-    let a = ["rping", "-c", "-a", "127.0.114.19", "-C", "1"];
+    let net = TestNet::new();
+    let server_ip = net.ip(19).to_string();
+    let a = ["rping", "-c", "-a", &server_ip, "-C", "1"];
     let with = |extra: &[&'static str]| [&a[..], extra].concat();
     fails_with(
-        &["rping", "-s", "-c", "-a", "127.0.114.19"],
+        &["rping", "-s", "-c", "-a", &server_ip],
         22,
         "uroce rping: -s and -c: give one (-s waits for a client, -c connects to -a)",
     );

@@ -4,15 +4,16 @@
 //! checked against perftest's own format strings, copied below from perftest
 //! 4.5's perftest_parameters.h and perftest_communication.h.
 //!
-//! Each test has its own loopback addresses (127.A.N.1/.2, A from the test
-//! process's PID so that two runs of the suite do not meet) and a free TCP
-//! port, so the tests run in parallel; every wait is bounded and a child that
-//! outlives it is killed by PID.
+//! Each run has loopback addresses of its own (a [`TestNet`], which no other
+//! test process uses while it lives) and a free TCP port, so the tests run in
+//! parallel; every wait is bounded and a child that outlives it is killed by
+//! PID.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use uroce_verbs::TestNet;
 
 const RESULT_LINE: &str = "---------------------------------------------------------------------------------------\n";
 const RESULT_FMT: &str = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
@@ -204,11 +205,6 @@ fn run(args: &[&str]) -> (i32, String, String) {
     Proc::start(args).finish(Vec::new())
 }
 
-/// Device `host` (1, 2, ...) of this test's network `net`: 127.A.`net`.`host`.
-fn dev(net: u8, host: u8) -> String {
-    format!("udp:127.{}.{net}.{host}", 20 + std::process::id() % 200)
-}
-
 /// A TCP port nobody listens on now.
 fn free_port() -> String {
     let l = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
@@ -217,11 +213,11 @@ fn free_port() -> String {
 
 const WAITING: &str = "* Waiting for client to connect... *";
 
-/// A server and then a client, each on its own address of network `net` and
-/// a free TCP port; returns both ends' (code, stdout, stderr).
-fn pair(net: u8, test: &str, args: &[&str]) -> ((i32, String, String), (i32, String, String)) {
+/// A server and then a client, on addresses 1 and 2 of `net` and a free TCP
+/// port; returns both ends' (code, stdout, stderr).
+fn pair(net: &TestNet, test: &str, args: &[&str]) -> ((i32, String, String), (i32, String, String)) {
     let port = free_port();
-    let (sdev, cdev) = (dev(net, 1), dev(net, 2));
+    let (sdev, cdev) = (net.udp(1), net.udp(2));
     let mut sargs = vec![test, "-d", &sdev, "-p", &port];
     sargs.extend_from_slice(args);
     let (server, seen) = Proc::start(&sargs).wait_for(WAITING);
@@ -232,9 +228,9 @@ fn pair(net: u8, test: &str, args: &[&str]) -> ((i32, String, String), (i32, Str
     (server.finish(seen), client)
 }
 
-/// --loopback on addresses 1 and 2 of network `net`.
-fn loopback(net: u8, test: &str, args: &[&str]) -> (i32, String, String) {
-    let dev = dev(net, 1);
+/// --loopback on addresses 1 and 2 of `net`.
+fn loopback(net: &TestNet, test: &str, args: &[&str]) -> (i32, String, String) {
+    let dev = net.udp(1);
     let mut all = vec![test, "--loopback", "-d", &dev];
     all.extend_from_slice(args);
     run(&all)
@@ -302,11 +298,11 @@ fn every_test_in_one_process_prints_perftests_tables() {
         ("send_lat", "Send Latency Test", "send", false),
         ("atomic_lat", "Atomic FETCH_AND_ADD Latency Test", "atomic", false),
     ];
-    for (k, (test, title, verb, bw)) in cases.into_iter().enumerate() {
+    for (test, title, verb, bw) in cases {
         let size = if test.starts_with("atomic") { vec![] } else { vec!["-s", "1024"] };
         let mut args = vec!["-n", "50"];
         args.extend(size);
-        let r = loopback(30 + k as u8, test, &args);
+        let r = loopback(&TestNet::new(), test, &args);
         let out = ok(&r);
         check_frame(out, title, verb, true);
         let rows = if bw {
@@ -321,7 +317,7 @@ fn every_test_in_one_process_prints_perftests_tables() {
 
 #[test]
 fn write_bw_server_prints_the_clients_report() {
-    let (s, c) = pair(40, "write_bw", &["-n", "200", "-s", "4096"]);
+    let (s, c) = pair(&TestNet::new(), "write_bw", &["-n", "200", "-s", "4096"]);
     let (sout, cout) = (ok(&s), ok(&c));
     assert!(sout.starts_with("\n************************************\n* Waiting for client to connect... *\n"));
     check_frame(sout, "RDMA_Write BW Test", "write", false);
@@ -339,16 +335,14 @@ fn write_bw_server_prints_the_clients_report() {
 
 #[test]
 fn two_processes_run_every_test() {
-    for (k, test) in
-        ["read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat", "atomic_lat"].iter().enumerate()
-    {
-        let (s, c) = pair(41 + k as u8, test, &["-n", "100"]);
+    for test in ["read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat", "atomic_lat"] {
+        let (s, c) = pair(&TestNet::new(), test, &["-n", "100"]);
         let (sout, cout) = (ok(&s), ok(&c));
         let (header, fmt) =
             if test.ends_with("bw") { (RESULT_FMT, REPORT_FMT) } else { (RESULT_FMT_LAT, REPORT_FMT_LAT) };
         check_rows(cout, header, fmt, 1);
         // As perftest: the read and atomic latency servers print no table.
-        let server_rows = if matches!(*test, "read_lat" | "atomic_lat") { 0 } else { 1 };
+        let server_rows = if matches!(test, "read_lat" | "atomic_lat") { 0 } else { 1 };
         if server_rows == 0 {
             assert!(!sout.contains(header), "{test}: {sout}");
         } else {
@@ -360,51 +354,51 @@ fn two_processes_run_every_test() {
 
 #[test]
 fn all_sizes_sweep_two_to_eight_mib() {
-    let r = loopback(50, "write_bw", &["-a", "-n", "5"]);
+    let r = loopback(&TestNet::new(), "write_bw", &["-a", "-n", "5"]);
     let rows = check_rows(ok(&r), RESULT_FMT, REPORT_FMT, 23);
     let sizes: Vec<u64> = rows.iter().map(|r| r[0].parse().unwrap()).collect();
     assert_eq!(sizes, (1..24).map(|i| 1u64 << i).collect::<Vec<_>>());
-    let (s, c) = pair(51, "send_lat", &["-a", "-n", "5"]);
+    let (s, c) = pair(&TestNet::new(), "send_lat", &["-a", "-n", "5"]);
     check_rows(ok(&c), RESULT_FMT_LAT, REPORT_FMT_LAT, 23);
     check_rows(ok(&s), RESULT_FMT_LAT, REPORT_FMT_LAT, 23);
     // UD sweeps up to the MTU.
-    let ud = loopback(52, "send_bw", &["-a", "-n", "5", "-c", "UD", "-m", "1024"]);
+    let ud = loopback(&TestNet::new(), "send_bw", &["-a", "-n", "5", "-c", "UD", "-m", "1024"]);
     let rows = check_rows(ok(&ud), RESULT_FMT, REPORT_FMT, 10);
     assert_eq!(rows.last().unwrap()[0], "1024");
 }
 
 #[test]
 fn duration_mode_reports_what_it_counted() {
-    let r = loopback(53, "write_bw", &["-D", "2", "-s", "1024"]);
+    let r = loopback(&TestNet::new(), "write_bw", &["-D", "2", "-s", "1024"]);
     let rows = check_rows(ok(&r), RESULT_FMT, REPORT_FMT, 1);
     assert_eq!(rows[0][2], "0.00", "no peak in duration mode");
     assert!(rows[0][1].parse::<u64>().unwrap() > 0);
-    let (s, c) = pair(54, "send_lat", &["-D", "2"]);
+    let (s, c) = pair(&TestNet::new(), "send_lat", &["-D", "2"]);
     check_rows(ok(&c), RESULT_FMT_LAT_DUR, REPORT_FMT_LAT_DUR, 1);
     check_rows(ok(&s), RESULT_FMT_LAT_DUR, REPORT_FMT_LAT_DUR, 1);
 }
 
 #[test]
 fn four_qps() {
-    let (s, c) = pair(55, "send_bw", &["-q", "4", "-n", "100", "-s", "2048"]);
+    let (s, c) = pair(&TestNet::new(), "send_bw", &["-q", "4", "-n", "100", "-s", "2048"]);
     let (sout, cout) = (ok(&s), ok(&c));
     assert!(cout.contains(" Number of qps   : 4\t\tTransport type : IB\n"));
     assert_eq!(cout.matches(" local address: ").count(), 4);
     assert_eq!(sout.matches(" remote address: ").count(), 4);
     assert_eq!(check_rows(cout, RESULT_FMT, REPORT_FMT, 1)[0][1], "400");
     assert_eq!(check_rows(sout, RESULT_FMT, REPORT_FMT, 1)[0][1], "400");
-    let w = loopback(56, "write_bw", &["-q", "4", "-n", "100", "-s", "512"]);
+    let w = loopback(&TestNet::new(), "write_bw", &["-q", "4", "-n", "100", "-s", "512"]);
     assert_eq!(check_rows(ok(&w), RESULT_FMT, REPORT_FMT, 1)[0][1], "400");
 }
 
 #[test]
 fn uc_and_ud() {
-    let uc = loopback(57, "write_bw", &["-c", "UC", "-n", "100", "-s", "1024"]);
+    let uc = loopback(&TestNet::new(), "write_bw", &["-c", "UC", "-n", "100", "-s", "1024"]);
     assert!(ok(&uc).contains(" Connection type : UC\t\tUsing SRQ      : OFF\n"));
-    let (s, c) = pair(58, "send_lat", &["-c", "UD", "-n", "100", "-s", "64"]);
+    let (s, c) = pair(&TestNet::new(), "send_lat", &["-c", "UD", "-n", "100", "-s", "64"]);
     check_rows(ok(&c), RESULT_FMT_LAT, REPORT_FMT_LAT, 1);
     check_rows(ok(&s), RESULT_FMT_LAT, REPORT_FMT_LAT, 1);
-    let big = loopback(59, "send_bw", &["-c", "UD", "-n", "50", "-s", "8192", "-m", "1024"]);
+    let big = loopback(&TestNet::new(), "send_bw", &["-c", "UD", "-n", "50", "-s", "8192", "-m", "1024"]);
     assert_ne!(big.0, 0);
     assert!(big.2.contains("Max message size in UD cannot be greater than MTU (1024)"), "{}", big.2);
 }
@@ -428,9 +422,7 @@ fn impaired<T>(mut run: impl FnMut() -> T, ends: impl Fn(&T) -> Vec<&(i32, Strin
 #[test]
 fn impaired_links_still_finish() {
     let lossy = ["--loss", "0.05", "--reorder", "0.05", "--seed", "7"];
-    for (k, test) in
-        ["write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat"].iter().enumerate()
-    {
+    for test in ["write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat"] {
         // A latency test has one message in flight, so a loss often waits
         // for the 67 ms retransmit timeout: 100 exchanges last a second or
         // more, 30 a third of that.
@@ -440,13 +432,13 @@ fn impaired_links_still_finish() {
             args.extend(["-s", "2048"]);
         }
         args.extend(lossy);
-        let r = impaired(|| loopback(60 + k as u8, test, &args), |r| vec![r]);
+        let r = impaired(|| loopback(&TestNet::new(), test, &args), |r| vec![r]);
         let header = if test.ends_with("bw") { RESULT_FMT } else { RESULT_FMT_LAT };
         assert_eq!(rows(ok(&r), header).len(), 1, "{test}");
     }
     // Both processes impaired.
     let args = ["-n", "100", "-s", "4096", "--loss", "0.05", "--reorder", "0.05"];
-    let (s, c) = impaired(|| pair(67, "write_bw", &args), |(s, c)| vec![s, c]);
+    let (s, c) = impaired(|| pair(&TestNet::new(), "write_bw", &args), |(s, c)| vec![s, c]);
     assert_eq!(rows(ok(&s), RESULT_FMT), rows(ok(&c), RESULT_FMT));
 }
 
@@ -456,8 +448,9 @@ fn report_options() {
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("out.json");
     let j = json.to_str().unwrap();
+    let net = TestNet::new();
     let g = loopback(
-        68,
+        &net,
         "atomic_bw",
         &["-n", "100", "--report_gbits", "--out_json", "--out_json_file", j, "-A", "CMP_AND_SWAP"],
     );
@@ -470,11 +463,11 @@ fn report_options() {
         text.starts_with("{\ntest_info: {\ntest: Atomic_CMP_AND_SWAP_BW_Test,\nDual_port: OFF,\nDevice: \""),
         "{text}"
     );
-    assert!(text.contains(&format!("Device: \"{}\",\n", dev(68, 1))), "{text}");
+    assert!(text.contains(&format!("Device: \"{}\",\n", net.udp(1))), "{text}");
     assert!(text.contains("},\nresults: {\nMsgSize: 8,\nn_iterations: 100,\nBW_peak: "), "{text}");
     assert!(text.ends_with(",\n},\n}\n"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
-    let h = loopback(69, "read_lat", &["-n", "20", "-H", "-U"]);
+    let h = loopback(&TestNet::new(), "read_lat", &["-n", "20", "-H", "-U"]);
     let out = ok(&h);
     // -U: 19 samples, -H: 17 after the tail, then the header again.
     let listed =
@@ -482,15 +475,17 @@ fn report_options() {
     assert_eq!(listed, 19 + 17, "{out}");
     assert_eq!(out.matches("#, usec\n").count(), 2);
     assert_eq!(out.matches(RESULT_FMT_LAT).count(), 2);
-    let e = loopback(70, "send_bw", &["-e", "-n", "100", "-s", "1024"]);
-    assert!(ok(&e).contains(&format!(" Test with events. Using {}_comp0\n", dev(70, 1))));
+    let net = TestNet::new();
+    let e = loopback(&net, "send_bw", &["-e", "-n", "100", "-s", "1024"]);
+    assert!(ok(&e).contains(&format!(" Test with events. Using {}_comp0\n", net.udp(1))));
 }
 
 #[test]
 fn errors_name_the_cause_and_the_fix() {
     // Nobody listens on that port.
     let port = free_port();
-    let r = run(&["write_bw", "-d", &dev(71, 2), "-p", &port, "127.0.0.1"]);
+    let net = TestNet::new();
+    let r = run(&["write_bw", "-d", &net.udp(2), "-p", &port, "127.0.0.1"]);
     assert_eq!(r.0, 1);
     let expected = format!("uroce perf: Couldn't connect to 127.0.0.1:{port}: ");
     assert!(r.2.starts_with(&expected) && r.2.contains("start the server"), "{}", r.2);
@@ -498,8 +493,8 @@ fn errors_name_the_cause_and_the_fix() {
     // No such device, no such GID index.
     let r = run(&["write_bw", "-d", "udp:10.255.255.77", "-p", &port]);
     assert!(r.0 == 1 && r.2.contains("10.255.255.77 is not an address of this host"), "{}", r.2);
-    let r = run(&["write_bw", "-d", &dev(72, 1), "-p", &port, "-x", "9"]);
-    let expected = format!("-x 9: {} has no GID index 9", dev(72, 1));
+    let r = run(&["write_bw", "-d", &net.udp(1), "-p", &port, "-x", "9"]);
+    let expected = format!("-x 9: {} has no GID index 9", net.udp(1));
     assert!(r.0 == 1 && r.2.contains(&expected) && r.2.contains("give -x 1"), "{}", r.2);
     // Refused and misplaced flags.
     let r = run(&["write_bw", "-b", "--loopback"]);
@@ -513,8 +508,10 @@ fn errors_name_the_cause_and_the_fix() {
 #[test]
 fn mismatched_ends_both_say_what_differs() {
     let port = free_port();
-    let (server, seen) = Proc::start(&["send_bw", "-d", &dev(74, 1), "-p", &port, "-n", "100"]).wait_for(WAITING);
-    let c = run(&["send_bw", "-d", &dev(74, 2), "-p", &port, "-n", "200", "127.0.0.1"]);
+    // Each pair of ends on addresses of its own.
+    let net = TestNet::new();
+    let (server, seen) = Proc::start(&["send_bw", "-d", &net.udp(1), "-p", &port, "-n", "100"]).wait_for(WAITING);
+    let c = run(&["send_bw", "-d", &net.udp(2), "-p", &port, "-n", "200", "127.0.0.1"]);
     let s = server.finish(seen);
     assert_eq!((s.0, c.0), (1, 1));
     assert!(
@@ -524,14 +521,14 @@ fn mismatched_ends_both_say_what_differs() {
     );
     assert!(s.2.contains("-n: the peer's number of iterations is 200, this end's 100"), "{}", s.2);
     let port = free_port();
-    let (server, seen) = Proc::start(&["write_bw", "-d", &dev(75, 1), "-p", &port, "-m", "1024"]).wait_for(WAITING);
-    let c = run(&["write_bw", "-d", &dev(75, 2), "-p", &port, "-m", "2048", "127.0.0.1"]);
+    let (server, seen) = Proc::start(&["write_bw", "-d", &net.udp(3), "-p", &port, "-m", "1024"]).wait_for(WAITING);
+    let c = run(&["write_bw", "-d", &net.udp(4), "-p", &port, "-m", "2048", "127.0.0.1"]);
     let s = server.finish(seen);
     assert_eq!((s.0, c.0), (1, 1));
     assert!(c.2.contains("MTU mismatch: this end asked for -m 2048 but the peer's MTU is 1024"), "{}", c.2);
     assert!(s.2.contains("MTU mismatch: the peer asked for -m 2048"), "{}", s.2);
     // A peer that fails mid-test: the other end says so instead of waiting.
-    let r = loopback(76, "write_lat", &["-n", "100", "--loss", "1"]);
+    let r = loopback(&TestNet::new(), "write_lat", &["-n", "100", "--loss", "1"]);
     assert_eq!(r.0, 1);
     assert!(r.2.contains("transport retry counter exceeded"), "{}", r.2);
 }
@@ -539,8 +536,9 @@ fn mismatched_ends_both_say_what_differs() {
 #[test]
 fn port_in_use_is_named() {
     let port = free_port();
-    let (_server, _) = Proc::start(&["write_bw", "-d", &dev(77, 1), "-p", &port]).wait_for(WAITING);
-    let r = run(&["write_bw", "-d", &dev(77, 3), "-p", &port]);
+    let net = TestNet::new();
+    let (_server, _) = Proc::start(&["write_bw", "-d", &net.udp(1), "-p", &port]).wait_for(WAITING);
+    let r = run(&["write_bw", "-d", &net.udp(3), "-p", &port]);
     let expected = format!("cannot listen on TCP port {port}: it is in use");
     assert!(r.0 == 1 && r.2.contains(&expected), "{}", r.2);
 }

@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use std::time::Duration;
+use uroce_verbs::TestNet;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -18,11 +19,13 @@ fn result_row(out: &str) -> Vec<String> {
 
 #[test]
 fn every_test_with_rdma_cm_in_one_process() {
+    let net = TestNet::new();
     for (i, test) in ["write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat", "atomic_lat"]
         .iter()
         .enumerate()
     {
-        let dev = format!("udp:127.0.110.{}", 1 + 2 * i);
+        // Each run on addresses of its own (--loopback's server takes the next one).
+        let dev = net.udp(1 + 2 * i as u8);
         let (code, out, err) = run(&["perf", test, "--loopback", "-R", "-n", "100", "-d", &dev]);
         assert_eq!(code, 0, "{test}: {out}{err}");
         assert!(out.contains(" rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n"), "{test}: {out}");
@@ -32,10 +35,12 @@ fn every_test_with_rdma_cm_in_one_process() {
 
 #[test]
 fn write_bw_and_read_lat_as_two_processes() {
+    let net = TestNet::new();
+    let (server_dev, client_dev, server_ip) = (net.udp(1), net.udp(2), net.ip(1).to_string());
     for (test, port) in [("write_bw", "18601"), ("read_lat", "18602"), ("send_bw", "18603")] {
-        let server = spawn(&["perf", test, "-R", "-n", "200", "-p", port, "-d", "udp:127.0.111.1"]);
+        let server = spawn(&["perf", test, "-R", "-n", "200", "-p", port, "-d", &server_dev]);
         std::thread::sleep(Duration::from_millis(300));
-        let client = spawn(&["perf", test, "-R", "-n", "200", "-p", port, "-d", "udp:127.0.111.2", "127.0.111.1"]);
+        let client = spawn(&["perf", test, "-R", "-n", "200", "-p", port, "-d", &client_dev, &server_ip]);
         let (code, out, err) = wait_bounded(client, LIMIT);
         assert_eq!(code, 0, "{test} client: {out}{err}");
         let (scode, sout, serr) = wait_bounded(server, LIMIT);
@@ -48,18 +53,20 @@ fn write_bw_and_read_lat_as_two_processes() {
 
 #[test]
 fn only_the_exchange_over_rdma_cm_with_z() {
-    let (code, out, err) = run(&["perf", "write_bw", "--loopback", "-z", "-n", "100", "-d", "udp:127.0.112.1"]);
+    let net = TestNet::new();
+    let (code, out, err) = run(&["perf", "write_bw", "--loopback", "-z", "-n", "100", "-d", &net.udp(1)]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains(" rdma_cm QPs\t : OFF\n Data ex. method : rdma_cm\n"), "{out}");
 }
 
 #[test]
 fn a_client_without_a_server_says_so() {
-    // A device answers on 127.0.112.5 (a listener on another port), nobody on 18999.
-    let server = spawn(&["perf", "write_bw", "-R", "-p", "18998", "-d", "udp:127.0.112.5"]);
+    // A device answers on address 1 (a listener on another port), nobody on 18999.
+    let net = TestNet::new();
+    let server = spawn(&["perf", "write_bw", "-R", "-p", "18998", "-d", &net.udp(1)]);
     std::thread::sleep(Duration::from_millis(300));
-    let (code, out, err) =
-        run(&["perf", "write_bw", "-R", "-p", "18999", "-d", "udp:127.0.112.6", "--stats", "127.0.112.5"]);
+    let server_ip = net.ip(1).to_string();
+    let (code, out, err) = run(&["perf", "write_bw", "-R", "-p", "18999", "-d", &net.udp(2), "--stats", &server_ip]);
     assert_ne!(code, 0, "{out}");
     assert!(
         err.contains("Unexpected CM event bl blka 8 (RDMA_CM_EVENT_REJECTED status 8 (invalid service ID))"),

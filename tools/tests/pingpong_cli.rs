@@ -1,7 +1,8 @@
 //! `uroce devinfo`, `pingpong` and `ud_pingpong` as users run them: output in the
 //! C tools' formats, both ends in one process (`--loopback`) and as two
 //! processes, under impairment, and the errors a user can act on. Each test uses
-//! its own loopback addresses and TCP port so tests run in parallel.
+//! its own loopback addresses (a [`TestNet`]) and TCP port so tests run in
+//! parallel, with each other and with other test processes.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -11,6 +12,7 @@ mod common;
 use common::*;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+use uroce_verbs::TestNet;
 
 /// A TCP port free right now.
 fn free_port() -> u16 {
@@ -56,7 +58,8 @@ fn assert_results(lines: &[&str], iters: u32, size: u32) {
 
 #[test]
 fn rc_loopback_checks_data_and_prints_like_ibv_rc_pingpong() {
-    let (code, out, err) = run(&["pingpong", "--loopback", "-n", "200", "-c", "-d", "udp:127.0.60.1"]);
+    let net = TestNet::new();
+    let (code, out, err) = run(&["pingpong", "--loopback", "-n", "200", "-c", "-d", &net.udp(1)]);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_address_line(lines[0], true, false);
@@ -67,7 +70,8 @@ fn rc_loopback_checks_data_and_prints_like_ibv_rc_pingpong() {
 
 #[test]
 fn ud_loopback_prints_like_ibv_ud_pingpong() {
-    let (code, out, err) = run(&["ud_pingpong", "--loopback", "-n", "100", "-s", "1024", "-c", "-d", "udp:127.0.61.1"]);
+    let net = TestNet::new();
+    let (code, out, err) = run(&["ud_pingpong", "--loopback", "-n", "100", "-s", "1024", "-c", "-d", &net.udp(1)]);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_address_line(lines[0], true, true);
@@ -77,10 +81,12 @@ fn ud_loopback_prints_like_ibv_ud_pingpong() {
 
 #[test]
 fn two_processes_find_each_other() {
-    for (sub, net) in [("pingpong", 62), ("ud_pingpong", 63)] {
+    let net = TestNet::new();
+    // Each run on addresses of its own: no late packet of the first reaches the second.
+    for (sub, server_host, client_host) in [("pingpong", 1, 2), ("ud_pingpong", 3, 4)] {
         let port = free_port().to_string();
-        let server_dev = format!("udp:127.0.{net}.1");
-        let client_dev = format!("udp:127.0.{net}.2");
+        let server_dev = net.udp(server_host);
+        let client_dev = net.udp(client_host);
         let server = uroce()
             .args([sub, "-n", "50", "-s", "512", "-p", &port, "-d", &server_dev])
             .stdout(Stdio::piped())
@@ -100,17 +106,20 @@ fn two_processes_find_each_other() {
         assert_eq!(client.0, 0, "{sub} client: {}", client.2);
         assert!(server.status.success(), "{sub} server: {}", String::from_utf8_lossy(&server.stderr));
         let s = String::from_utf8_lossy(&server.stdout);
-        assert!(s.contains(&format!("GID ::ffff:127.0.{net}.2")), "{s}");
+        assert!(s.contains(&format!("GID ::ffff:{}", net.ip(client_host))), "{s}");
         assert_results(&client.1.lines().collect::<Vec<_>>(), 50, 512);
     }
 }
 
 #[test]
 fn events_mode_and_impaired_link_still_verify() {
-    let (code, out, err) = run(&["pingpong", "--loopback", "-e", "-n", "100", "-c", "-d", "udp:127.0.64.1"]);
+    // Each run on addresses of its own (--loopback's server takes the next one).
+    let net = TestNet::new();
+    let (code, out, err) = run(&["pingpong", "--loopback", "-e", "-n", "100", "-c", "-d", &net.udp(1)]);
     assert_eq!(code, 0, "{err}");
     assert_results(&out.lines().collect::<Vec<_>>(), 100, 4096);
-    let args = ["--loss", "0.05", "--reorder", "0.05", "--seed", "7", "--stats", "-d", "udp:127.0.65.1"];
+    let dev = net.udp(3);
+    let args = ["--loss", "0.05", "--reorder", "0.05", "--seed", "7", "--stats", "-d", &dev];
     let (code, out, err) = run_impaired(&[&["pingpong", "--loopback", "-n", "30", "-c"][..], &args[..]].concat());
     assert_eq!(code, 0, "{err}");
     let retried = out.lines().any(|l| {
@@ -122,11 +131,12 @@ fn events_mode_and_impaired_link_still_verify() {
 
 #[test]
 fn loopback_capture_decodes_with_every_icrc_ok() {
+    let net = TestNet::new();
     let dir = std::env::temp_dir().join(format!("uroce-pp-pcap-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("pp.pcap");
     let (code, _, err) =
-        run(&["pingpong", "--loopback", "-n", "20", "--pcap", pcap.to_str().unwrap(), "-d", "udp:127.0.66.1"]);
+        run(&["pingpong", "--loopback", "-n", "20", "--pcap", pcap.to_str().unwrap(), "-d", &net.udp(1)]);
     assert_eq!(code, 0, "{err}");
     for side in ["server", "client"] {
         let f: PathBuf = dir.join(format!("pp-{side}.pcap"));
@@ -144,16 +154,21 @@ fn loopback_capture_decodes_with_every_icrc_ok() {
 
 #[test]
 fn devinfo_has_ibv_devinfo_layout() {
-    let (code, out, err) = run(&["devinfo", "-v", "-d", "udp:127.0.67.1"]);
+    let net = TestNet::new();
+    let dev = net.udp(1);
+    let (code, out, err) = run(&["devinfo", "-v", "-d", &dev]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("hca_id:\tudp:127.0.67.1\n\ttransport:\t\t\tInfiniBand (0)\n"), "{out}");
+    assert!(out.starts_with(&format!("hca_id:\t{dev}\n\ttransport:\t\t\tInfiniBand (0)\n")), "{out}");
+    // The IPv4-mapped GID of the device's address, in 16-bit groups.
+    let [a, b, c, d] = net.ip(1).octets();
+    let gid = format!("\t\t\tGID[  1]:\t\t0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}, RoCE v2\n");
     for needle in [
         "\t\tport:\t1\n",
         "\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n",
         "\t\t\tmax_mtu:\t\t4096 (5)\n",
         "\t\t\tlink_layer:\t\tEthernet\n",
         "\tatomic_cap:\t\t\tATOMIC_HCA (1)\n",
-        "\t\t\tGID[  1]:\t\t0000:0000:0000:0000:0000:ffff:7f00:4301, RoCE v2\n",
+        gid.as_str(),
     ] {
         assert!(out.contains(needle), "missing {needle:?} in\n{out}");
     }
@@ -164,13 +179,15 @@ fn devinfo_has_ibv_devinfo_layout() {
 
 #[test]
 fn errors_name_the_cause_and_the_fix() {
+    let net = TestNet::new();
+    let dev: Vec<String> = (1..=5).map(|host| net.udp(host)).collect();
     let cases: [(&[&str], &str); 6] = [
-        (&["pingpong", "-g", "9", "-d", "udp:127.0.68.1", "127.0.0.1"], "no GID index 9"),
-        (&["pingpong", "-i", "2", "-d", "udp:127.0.68.2"], "give -i 1"),
-        (&["pingpong", "-m", "3000", "-d", "udp:127.0.68.3"], "256, 512, 1024, 2048, 4096"),
-        (&["ud_pingpong", "-s", "5000", "-d", "udp:127.0.68.4"], "Requested size larger than port MTU (4096)"),
+        (&["pingpong", "-g", "9", "-d", &dev[0], "127.0.0.1"], "no GID index 9"),
+        (&["pingpong", "-i", "2", "-d", &dev[1]], "give -i 1"),
+        (&["pingpong", "-m", "3000", "-d", &dev[2]], "256, 512, 1024, 2048, 4096"),
+        (&["ud_pingpong", "-s", "5000", "-d", &dev[3]], "Requested size larger than port MTU (4096)"),
         (&["pingpong", "-d", "eth0:nope"], "expected udp:IP"),
-        (&["pingpong", "-p", "1", "-d", "udp:127.0.68.5", "127.0.0.1"], "Couldn't connect to 127.0.0.1:1"),
+        (&["pingpong", "-p", "1", "-d", &dev[4], "127.0.0.1"], "Couldn't connect to 127.0.0.1:1"),
     ];
     for (args, needle) in cases {
         let (code, _, err) = run(args);
@@ -183,19 +200,21 @@ fn errors_name_the_cause_and_the_fix() {
 /// A pingpong server that answers the exchange with a peer that does not exist.
 #[test]
 fn an_unreachable_peer_is_a_retry_error_not_a_hang() {
+    let net = TestNet::new();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
+    // LID 0, QPN 0x000123, PSN 0x000001, GID ::ffff: and address 9 of the net (nobody there).
+    let nobody = u32::from(net.ip(9));
     let fake = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         let mut msg = [0u8; 52];
         s.read_exact(&mut msg).unwrap();
-        // LID 0, QPN 0x000123, PSN 0x000001, GID ::ffff:127.0.69.9 (nobody there).
-        let mut reply = b"0000:000123:000001:00000000000000000000ffff7f004509".to_vec();
+        let mut reply = format!("0000:000123:000001:00000000000000000000ffff{nobody:08x}").into_bytes();
         reply.push(0);
         s.write_all(&reply).unwrap();
         let _ = s.read(&mut msg);
     });
-    let (code, _, err) = run(&["pingpong", "-n", "5", "-p", &port, "-d", "udp:127.0.69.1", "127.0.0.1"]);
+    let (code, _, err) = run(&["pingpong", "-n", "5", "-p", &port, "-d", &net.udp(1), "127.0.0.1"]);
     fake.join().unwrap();
     assert_eq!(code, 1);
     assert!(err.contains("Failed status transport retry counter exceeded (12) for wr_id 2"), "{err}");

@@ -1,13 +1,14 @@
 //! `uroce rping` as users run it: two processes on loopback with rping's
 //! output, refusals (nobody listening, nobody there) within a bounded time,
 //! a disconnect from the server's side, -q, and rping's argument errors.
-//! Each test has its own loopback addresses.
+//! Each test has its own loopback addresses, from a [`TestNet`].
 
 mod common;
 
 use common::*;
 use std::process::{Child, Command};
 use std::time::Duration;
+use uroce_verbs::TestNet;
 
 /// A server on `addr`, given a moment to listen.
 fn server(args: &[&str]) -> Child {
@@ -20,23 +21,11 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn client_and_server_ping_validate_and_print_like_rping() {
-    let s = server(&["rping", "-s", "-a", "127.0.100.1", "-p", "7200", "-S", "1024", "-v"]);
-    let c = spawn(&[
-        "rping",
-        "-c",
-        "-a",
-        "127.0.100.1",
-        "-I",
-        "127.0.100.2",
-        "-p",
-        "7200",
-        "-C",
-        "20",
-        "-S",
-        "1024",
-        "-V",
-        "-v",
-    ]);
+    let net = TestNet::new();
+    let (server_ip, client_ip) = (net.ip(1).to_string(), net.ip(2).to_string());
+    let s = server(&["rping", "-s", "-a", &server_ip, "-p", "7200", "-S", "1024", "-v"]);
+    let c =
+        spawn(&["rping", "-c", "-a", &server_ip, "-I", &client_ip, "-p", "7200", "-C", "20", "-S", "1024", "-V", "-v"]);
     let (code, out, err) = wait_bounded(c, LIMIT);
     assert_eq!(code, 0, "client: {out}{err}");
     let lines: Vec<&str> = out.lines().collect();
@@ -55,8 +44,10 @@ fn client_and_server_ping_validate_and_print_like_rping() {
 
 #[test]
 fn nobody_listening_on_the_port_is_rejected_at_once() {
-    let s = server(&["rping", "-s", "-a", "127.0.100.3", "-p", "7201"]);
-    let c = spawn(&["rping", "-c", "-a", "127.0.100.3", "-I", "127.0.100.4", "-p", "7202", "-C", "1", "--stats"]);
+    let net = TestNet::new();
+    let (server_ip, client_ip) = (net.ip(1).to_string(), net.ip(2).to_string());
+    let s = server(&["rping", "-s", "-a", &server_ip, "-p", "7201"]);
+    let c = spawn(&["rping", "-c", "-a", &server_ip, "-I", &client_ip, "-p", "7202", "-C", "1", "--stats"]);
     let (code, out, err) = wait_bounded(c, LIMIT);
     assert_eq!((code, err.as_str()), (255, "cma event RDMA_CM_EVENT_REJECTED, error 8\n"), "{out}");
     // At once: the one REQ was answered, none was sent again.
@@ -68,14 +59,16 @@ fn nobody_listening_on_the_port_is_rejected_at_once() {
 
 #[test]
 fn nobody_there_is_unreachable_after_the_retries() {
-    // No uroce on 127.0.100.9: the REQ and one retry, 2 x 1024 ms + 1 ms each.
+    // No uroce on address 9: the REQ and one retry, 2 x 1024 ms + 1 ms each.
+    let net = TestNet::new();
+    let (nobody, client_ip) = (net.ip(9).to_string(), net.ip(2).to_string());
     let args = [
         "rping",
         "-c",
         "-a",
-        "127.0.100.9",
+        &nobody,
         "-I",
-        "127.0.100.5",
+        &client_ip,
         "-C",
         "1",
         "--cm-timeout",
@@ -94,8 +87,10 @@ fn nobody_there_is_unreachable_after_the_retries() {
 fn a_server_that_fails_disconnects_its_client() {
     // The server's buffer is smaller than the client's ping: its READ fails,
     // it disconnects, and the client hears DISCONNECTED and ends well, as rping does.
-    let s = server(&["rping", "-s", "-a", "127.0.100.6", "-p", "7203", "-S", "32"]);
-    let c = spawn(&["rping", "-c", "-a", "127.0.100.6", "-I", "127.0.100.7", "-p", "7203", "-C", "3", "-S", "512"]);
+    let net = TestNet::new();
+    let (server_ip, client_ip) = (net.ip(1).to_string(), net.ip(2).to_string());
+    let s = server(&["rping", "-s", "-a", &server_ip, "-p", "7203", "-S", "32"]);
+    let c = spawn(&["rping", "-c", "-a", &server_ip, "-I", &client_ip, "-p", "7203", "-C", "3", "-S", "512"]);
     let (code, out, err) = wait_bounded(c, LIMIT);
     assert_eq!(code, 0, "client: {out}{err}");
     assert!(err.contains("client DISCONNECT EVENT...\n"), "{err}");
@@ -111,9 +106,10 @@ fn a_server_that_fails_disconnects_its_client() {
 
 #[test]
 fn self_managed_qps_with_q() {
-    let s = server(&["rping", "-s", "-q", "-a", "127.0.100.10", "-p", "7204"]);
-    let c =
-        spawn(&["rping", "-c", "-q", "-a", "127.0.100.10", "-I", "127.0.100.11", "-p", "7204", "-C", "5", "-V", "-v"]);
+    let net = TestNet::new();
+    let (server_ip, client_ip) = (net.ip(1).to_string(), net.ip(2).to_string());
+    let s = server(&["rping", "-s", "-q", "-a", &server_ip, "-p", "7204"]);
+    let c = spawn(&["rping", "-c", "-q", "-a", &server_ip, "-I", &client_ip, "-p", "7204", "-C", "5", "-V", "-v"]);
     let (code, out, err) = wait_bounded(c, LIMIT);
     assert_eq!(code, 0, "client: {out}{err}");
     assert_eq!(out.lines().count(), 5);
@@ -123,11 +119,13 @@ fn self_managed_qps_with_q() {
 
 #[test]
 fn debug_output_and_a_capture_of_the_cm_exchange() {
+    let net = TestNet::new();
+    let (server_ip, client_ip) = (net.ip(1).to_string(), net.ip(2).to_string());
     let dir = std::env::temp_dir().join(format!("uroce-rping-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("server.pcap");
-    let s = server(&["rping", "-s", "-a", "127.0.100.12", "-p", "7205", "--pcap", pcap.to_str().unwrap()]);
-    let c = spawn(&["rping", "-c", "-d", "-a", "127.0.100.12", "-I", "127.0.100.13", "-p", "7205", "-C", "2"]);
+    let s = server(&["rping", "-s", "-a", &server_ip, "-p", "7205", "--pcap", pcap.to_str().unwrap()]);
+    let c = spawn(&["rping", "-c", "-d", "-a", &server_ip, "-I", &client_ip, "-p", "7205", "-C", "2"]);
     let (code, out, err) = wait_bounded(c, LIMIT);
     assert_eq!(code, 0, "{out}{err}");
     for line in [

@@ -675,5 +675,43 @@ fn a_qp_reset_with_requests_in_flight_gives_back_its_share_of_the_budget() {
     let reset = QpAttr { qp_state: QpState::Reset, ..QpAttr::default() };
     p.sim.engines[0].modify_qp(p.a.qpn, &reset, QpAttrMask::STATE).unwrap();
     assert_eq!(p.sim.engines[0].inflight_psns(), 0, "the reset QP still holds PSNs of the budget");
+    // Its timer stopped: at the old deadline nothing is resent, and then
+    // nothing is due any more.
+    if let Some(at) = p.sim.engines[0].poll_timeout() {
+        p.sim.engines[0].handle_timeout(at);
+    }
+    assert!(drain(&mut p.sim.engines[0]).is_empty(), "the reset QP retransmitted");
     assert_eq!(p.sim.engines[0].poll_timeout(), None, "the reset QP's timer still runs");
+}
+
+#[test]
+fn a_target_region_deregistered_in_mid_message_stops_the_write_with_a_remote_access_error() {
+    let mut p = pair(QpType::Rc);
+    p.sim.engines[0].post_send(p.a.qpn, write_wr(&p, 1, 0, 8192)).unwrap();
+    let packets = drain(&mut p.sim.engines[0]);
+    p.sim.inject(1, &packets[0]);
+    let before = read(&p.sim.engines[1], p.dst, 0, 8192);
+    let gone = p.sim.engines[1].dereg_mr(p.dst).unwrap();
+    for pkt in &packets[1..] {
+        p.sim.inject(1, pkt);
+    }
+    let mut after = vec![0u8; 8192];
+    gone.read(0, &mut after);
+    assert!(after == before, "a packet after deregistration was written");
+    quiesce(&mut p);
+    let cq = p.a.send_cq;
+    assert_eq!(ids(&poll_all(&mut p.sim.engines[0], cq)), vec![(1, WcStatus::RemAccessErr)]);
+}
+
+#[test]
+fn a_source_region_deregistered_in_mid_message_fails_the_request_locally() {
+    let mut p = pair(QpType::Rc);
+    p.sim.engines[0].post_send(p.a.qpn, write_wr(&p, 1, 0, 8192)).unwrap();
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    let first = p.sim.engines[0].poll_transmit(uroce_transport::engine::Instant::ZERO, &mut buf).unwrap();
+    p.sim.inject(1, &buf[..first.len]);
+    p.sim.engines[0].dereg_mr(p.src).unwrap();
+    quiesce(&mut p);
+    let cq = p.a.send_cq;
+    assert_eq!(ids(&poll_all(&mut p.sim.engines[0], cq)), vec![(1, WcStatus::LocProtErr)]);
 }

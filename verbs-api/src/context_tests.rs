@@ -14,9 +14,10 @@ fn connect(ca: &Context, a: &Qp, cb: &Context, b: &Qp) {
     b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ca.query_gid(1).unwrap())).unwrap();
 }
 
-/// Two manual contexts on `udp:A` and `udp:B`, each with a PD, a CQ and an RC
-/// QP, the QPs connected to each other.
+/// Two manual contexts on addresses 1 and 2 of a net of their own, each with
+/// a PD, a CQ and an RC QP, the QPs connected to each other.
 struct Pair {
+    _net: TestNet,
     ctx_a: Context,
     ctx_b: Context,
     pd_a: Pd,
@@ -27,15 +28,16 @@ struct Pair {
     peer: (Qp, Cq),
 }
 
-fn pair(addr_a: &str, addr_b: &str, seed: u64) -> Pair {
-    let ctx_a = Device::open_with(&format!("udp:{addr_a}"), &manual(seed)).unwrap();
-    let ctx_b = Device::open_with(&format!("udp:{addr_b}"), &manual(seed)).unwrap();
+fn pair(seed: u64) -> Pair {
+    let net = TestNet::new();
+    let ctx_a = Device::open_with(&net.udp(1), &manual(seed)).unwrap();
+    let ctx_b = Device::open_with(&net.udp(2), &manual(seed)).unwrap();
     let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
     let (cq_a, cq_b) = (ctx_a.create_cq(16, None).unwrap(), ctx_b.create_cq(16, None).unwrap());
     let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
     let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
     connect(&ctx_a, &a, &ctx_b, &b);
-    Pair { ctx_a, ctx_b, pd_a, pd_b, cq_a, a, peer: (b, cq_b) }
+    Pair { _net: net, ctx_a, ctx_b, pd_a, pd_b, cq_a, a, peer: (b, cq_b) }
 }
 
 /// Progresses both contexts until `done` or 5 s pass.
@@ -53,7 +55,7 @@ fn progress_until(ctxs: &[&Context], mut done: impl FnMut() -> bool) {
 /// when the post returns, with no `progress` on the sender.
 #[test]
 fn a_post_leaves_from_the_posting_thread() {
-    let Pair { ctx_a, ctx_b, pd_a, pd_b, a, peer: _peer, .. } = pair("127.0.38.1", "127.0.38.2", 38);
+    let Pair { _net, ctx_a, ctx_b, pd_a, pd_b, a, peer: _peer, .. } = pair(38);
     let remote = pd_b.reg_mr(8, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
     let local = pd_a.reg_mr_with(vec![7; 8], AccessFlags::LOCAL_WRITE).unwrap();
 
@@ -69,8 +71,9 @@ fn a_post_leaves_from_the_posting_thread() {
 /// context's objects stay its own.
 #[test]
 fn contexts_on_one_device_share_its_driver() {
-    let one = Device::open_with("udp:127.0.38.3", &manual(39)).unwrap();
-    let two = Device::open_with("udp:127.0.38.3", &manual(39)).unwrap();
+    let net = TestNet::new();
+    let one = Device::open_with(&net.udp(1), &manual(39)).unwrap();
+    let two = Device::open_with(&net.udp(1), &manual(39)).unwrap();
     let (pd1, pd2) = (one.alloc_pd(), two.alloc_pd());
     let (cq1, cq2) = (one.create_cq(16, None).unwrap(), two.create_cq(16, None).unwrap());
     let a = pd1.create_qp(&QpInit::rc(&cq1, &cq1)).unwrap();
@@ -94,10 +97,12 @@ fn contexts_on_one_device_share_its_driver() {
 /// A second open of a device asks for its driver as the first open made it.
 #[test]
 fn a_second_open_with_other_options_is_refused() {
-    let _first = Device::open_with("udp:127.0.38.4", &manual(40)).unwrap();
-    let err = Device::open("udp:127.0.38.4").err().expect("another progress mode");
+    let net = TestNet::new();
+    let _first = Device::open_with(&net.udp(1), &manual(40)).unwrap();
+    let err = Device::open(&net.udp(1)).err().expect("another progress mode");
     let text = err.to_string();
-    assert!(text.contains("udp:127.0.38.4 is open already in this process (Manual progress)"), "{text}");
+    let want = format!("{} is open already in this process (Manual progress)", net.udp(1));
+    assert!(text.contains(&want), "{text}");
     assert!(text.contains("open it with the same options"), "{text}");
 }
 
@@ -105,7 +110,7 @@ fn a_second_open_with_other_options_is_refused() {
 /// poller gets them while another thread holds the lock.
 #[test]
 fn a_cq_is_polled_without_the_drivers_lock() {
-    let Pair { ctx_a, ctx_b, pd_a, pd_b, cq_a, a, peer: _peer } = pair("127.0.38.5", "127.0.38.6", 41);
+    let Pair { _net, ctx_a, ctx_b, pd_a, pd_b, cq_a, a, peer: _peer } = pair(41);
     let remote = pd_b.reg_mr(8, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
     let local = pd_a.reg_mr_with(vec![3; 8], AccessFlags::LOCAL_WRITE).unwrap();
     let write = WrOp::RdmaWrite { remote_addr: remote.addr(), rkey: remote.rkey() };

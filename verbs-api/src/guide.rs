@@ -1,6 +1,9 @@
 //! Worked examples, each a test that runs (`cargo test -p uroce-verbs --doc`).
 //! Each uses its own loopback addresses: RoCEv2 is always UDP port 4791, so two
-//! endpoints need two IPs (any 127.x.y.z works, no configuration needed).
+//! endpoints need two IPs (any 127.x.y.z works, no configuration needed). A
+//! program names them (`udp:127.0.20.1`); these examples, being tests, take
+//! them from a [`TestNet`](crate::TestNet), a loopback net no other test
+//! process uses while it lives.
 //!
 //! # Two RC QPs: SEND with immediate, RDMA WRITE, READ, CMP_SWAP, FETCH_ADD
 //!
@@ -12,7 +15,8 @@
 //! use uroce_verbs::*;
 //! let t = Duration::from_secs(10);
 //!
-//! let (ctx_a, ctx_b) = (Device::open("udp:127.0.20.1").unwrap(), Device::open("udp:127.0.20.2").unwrap());
+//! let net = TestNet::new();
+//! let (ctx_a, ctx_b) = (Device::open(&net.udp(1)).unwrap(), Device::open(&net.udp(2)).unwrap());
 //! let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
 //! let (cq_a, cq_b) = (ctx_a.create_cq(64, None).unwrap(), ctx_b.create_cq(64, None).unwrap());
 //! let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
@@ -71,7 +75,8 @@
 //! use uroce_verbs::*;
 //! let t = Duration::from_secs(10);
 //!
-//! let (ctx_a, ctx_b) = (Device::open("udp:127.0.21.1").unwrap(), Device::open("udp:127.0.21.2").unwrap());
+//! let net = TestNet::new();
+//! let (ctx_a, ctx_b) = (Device::open(&net.udp(1)).unwrap(), Device::open(&net.udp(2)).unwrap());
 //! let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
 //! let (cq_a, cq_b) = (ctx_a.create_cq(16, None).unwrap(), ctx_b.create_cq(16, None).unwrap());
 //! let a = pd_a.create_qp(&QpInit::ud(&cq_a, &cq_a)).unwrap();
@@ -109,7 +114,8 @@
 //! use uroce_verbs::*;
 //! let t = Duration::from_secs(10);
 //!
-//! let (ctx_a, ctx_b) = (Device::open("udp:127.0.22.1").unwrap(), Device::open("udp:127.0.22.2").unwrap());
+//! let net = TestNet::new();
+//! let (ctx_a, ctx_b) = (Device::open(&net.udp(1)).unwrap(), Device::open(&net.udp(2)).unwrap());
 //! let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
 //! let channel = ctx_b.create_comp_channel().unwrap();
 //! assert!(channel.as_raw_fd() >= 0);

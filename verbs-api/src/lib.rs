@@ -16,8 +16,10 @@
 //! ```
 //! use uroce_verbs::*;
 //!
-//! // Two RC QPs in one process over the loopback udp link.
-//! let ctx = Device::open("udp:127.0.10.1").unwrap();
+//! // Two RC QPs in one process over the loopback udp link. A program names
+//! // its address ("udp:127.0.10.1"); a test takes a free one from a TestNet.
+//! let net = TestNet::new();
+//! let ctx = Device::open(&net.udp(1)).unwrap();
 //! let pd = ctx.alloc_pd();
 //! let cq = ctx.create_cq(16, None).unwrap();
 //! let a = pd.create_qp(&QpInit::rc(&cq, &cq)).unwrap();

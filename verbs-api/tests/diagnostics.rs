@@ -25,7 +25,8 @@ fn a_send_nobody_receives_is_explained() {
     let sink = lines.clone();
     tracing_subscriber::fmt().with_writer(move || sink.clone()).with_ansi(false).init();
 
-    let (ctx_a, ctx_b) = (Device::open("udp:127.0.45.1").unwrap(), Device::open("udp:127.0.45.2").unwrap());
+    let net = TestNet::new();
+    let (ctx_a, ctx_b) = (Device::open(&net.udp(1)).unwrap(), Device::open(&net.udp(2)).unwrap());
     let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
     let (cq_a, cq_b) = (ctx_a.create_cq(8, None).unwrap(), ctx_b.create_cq(8, None).unwrap());
     let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();

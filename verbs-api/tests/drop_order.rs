@@ -12,9 +12,10 @@ fn threads() -> usize {
 
 #[test]
 fn handles_dropped_in_any_order_leak_no_thread() {
+    let net = TestNet::new();
     let before = threads();
     for order in 0..6u8 {
-        let ctx = Device::open(&format!("udp:127.0.43.{}", order + 1)).unwrap();
+        let ctx = Device::open(&net.udp(order + 1)).unwrap();
         let pd = ctx.alloc_pd();
         let channel = ctx.create_comp_channel().unwrap();
         let cq = ctx.create_cq(8, Some(&channel)).unwrap();

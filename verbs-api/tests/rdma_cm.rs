@@ -14,6 +14,11 @@ fn addr(s: &str) -> SocketAddr {
     s.parse().unwrap()
 }
 
+/// Port `port` of address `host` of `net`.
+fn at(net: &TestNet, host: u8, port: u16) -> SocketAddr {
+    (net.ip(host), port).into()
+}
+
 fn expect(ch: &EventChannel, want: CmEventType) -> CmEvent {
     let ev = ch.get_cm_event(T).unwrap_or_else(|e| panic!("waiting for {want}: {e}"));
     assert_eq!(ev.event, want, "{ev}");
@@ -32,19 +37,19 @@ fn params() -> ConnParam {
     ConnParam { responder_resources: 1, initiator_depth: 1, retry_count: 7, rnr_retry_count: 7, ..ConnParam::default() }
 }
 
-fn listen(at: &str) -> (EventChannel, CmId) {
+fn listen(on: SocketAddr) -> (EventChannel, CmId) {
     let ch = EventChannel::new().unwrap();
     let l = ch.create_id(PortSpace::Tcp).unwrap();
-    l.bind_addr(addr(at)).unwrap();
+    l.bind_addr(on).unwrap();
     l.listen(4).unwrap();
     (ch, l)
 }
 
 /// A client ID with its QP, route resolved, not yet connected.
-fn client(src: &str, dst: &str) -> End {
+fn client(src: SocketAddr, dst: SocketAddr) -> End {
     let ch = EventChannel::new().unwrap();
     let id = ch.create_id(PortSpace::Tcp).unwrap();
-    id.resolve_addr(Some(addr(src)), addr(dst), T).unwrap();
+    id.resolve_addr(Some(src), dst, T).unwrap();
     expect(&ch, CmEventType::AddrResolved);
     id.resolve_route(T).unwrap();
     expect(&ch, CmEventType::RouteResolved);
@@ -64,7 +69,7 @@ fn take_request(ch: &EventChannel) -> (End, CmEvent) {
     (End { ch: ch.clone(), id: ev.id.clone(), cq, pd, qp }, ev)
 }
 
-fn connect_pair(server_at: &str, client_at: &str) -> (End, End, CmId, EventChannel) {
+fn connect_pair(server_at: SocketAddr, client_at: SocketAddr) -> (End, End, CmId, EventChannel) {
     let (sch, listener) = listen(server_at);
     let c = client(client_at, server_at);
     c.id.connect(&ConnParam { private_data: b"from the client".to_vec(), ..params() }).unwrap();
@@ -83,7 +88,8 @@ fn connect_pair(server_at: &str, client_at: &str) -> (End, End, CmId, EventChann
 
 #[test]
 fn a_connection_carries_send_write_and_read() {
-    let (c, s, _l, _sch) = connect_pair("127.0.90.1:7174", "127.0.90.2:0");
+    let net = TestNet::new();
+    let (c, s, _l, _sch) = connect_pair(at(&net, 1, 7174), at(&net, 2, 0));
     // The QPs: each other's numbers, each other's PSNs, READ and WRITE allowed.
     let (ca, sa) = (c.qp.query(), s.qp.query());
     assert_eq!((ca.qp_state, sa.qp_state), (QpState::Rts, QpState::Rts));
@@ -125,7 +131,8 @@ fn a_connection_carries_send_write_and_read() {
 
 #[test]
 fn disconnect_from_the_client_then_timewait_exit() {
-    let (c, s, _l, sch) = connect_pair("127.0.91.1:7174", "127.0.91.2:0");
+    let net = TestNet::new();
+    let (c, s, _l, sch) = connect_pair(at(&net, 1, 7174), at(&net, 2, 0));
     c.id.disconnect().unwrap();
     assert_eq!(c.qp.state(), QpState::Err);
     expect(&sch, CmEventType::Disconnected);
@@ -138,7 +145,8 @@ fn disconnect_from_the_client_then_timewait_exit() {
 
 #[test]
 fn disconnect_from_the_server() {
-    let (c, s, _l, sch) = connect_pair("127.0.92.1:7174", "127.0.92.2:0");
+    let net = TestNet::new();
+    let (c, s, _l, sch) = connect_pair(at(&net, 1, 7174), at(&net, 2, 0));
     s.id.disconnect().unwrap();
     expect(&c.ch, CmEventType::Disconnected);
     c.id.disconnect().unwrap();
@@ -150,7 +158,8 @@ fn disconnect_from_the_server() {
 
 #[test]
 fn dropping_a_connected_id_disconnects_its_peer() {
-    let (c, s, _l, sch) = connect_pair("127.0.93.1:7174", "127.0.93.2:0");
+    let net = TestNet::new();
+    let (c, s, _l, sch) = connect_pair(at(&net, 1, 7174), at(&net, 2, 0));
     let End { ch, id, qp, .. } = c;
     drop(id);
     expect(&sch, CmEventType::Disconnected);
@@ -161,8 +170,9 @@ fn dropping_a_connected_id_disconnects_its_peer() {
 
 #[test]
 fn a_rejected_request_says_why_and_carries_private_data() {
-    let (sch, _l) = listen("127.0.94.1:7174");
-    let c = client("127.0.94.2:0", "127.0.94.1:7174");
+    let net = TestNet::new();
+    let (sch, _l) = listen(at(&net, 1, 7174));
+    let c = client(at(&net, 2, 0), at(&net, 1, 7174));
     c.id.connect(&params()).unwrap();
     let req = expect(&sch, CmEventType::ConnectRequest);
     req.id.reject(b"not today").unwrap();
@@ -175,9 +185,10 @@ fn a_rejected_request_says_why_and_carries_private_data() {
 
 #[test]
 fn nobody_listening_is_rejected_at_once() {
-    // A device answers on 127.0.95.1, but nothing listens on port 9.
-    let (_sch, _l) = listen("127.0.95.1:7174");
-    let c = client("127.0.95.2:0", "127.0.95.1:9");
+    let net = TestNet::new();
+    // A device answers on address 1, but nothing listens on port 9.
+    let (_sch, _l) = listen(at(&net, 1, 7174));
+    let c = client(at(&net, 2, 0), at(&net, 1, 9));
     c.id.connect(&params()).unwrap();
     let ev = expect(&c.ch, CmEventType::Rejected);
     assert_eq!(ev.status, 8, "invalid service ID");
@@ -187,8 +198,9 @@ fn nobody_listening_is_rejected_at_once() {
 
 #[test]
 fn nobody_there_is_unreachable_after_the_retries() {
-    // No CM answers on 127.0.96.9: one REQ, one retry, each waiting 2 x 1024 ms + 1 ms.
-    let c = client("127.0.96.2:0", "127.0.96.9:7174");
+    let net = TestNet::new();
+    // No CM answers on address 9: one REQ, one retry, each waiting 2 x 1024 ms + 1 ms.
+    let c = client(at(&net, 2, 0), at(&net, 9, 7174));
     c.id.connect(&ConnParam { cm_response_timeout: 8, max_cm_retries: 1, ..params() }).unwrap();
     let ev = c.ch.get_cm_event(T).unwrap();
     assert_eq!((ev.event, ev.status), (CmEventType::Unreachable, -110));
@@ -198,15 +210,16 @@ fn nobody_there_is_unreachable_after_the_retries() {
 
 #[test]
 fn a_wildcard_listener_takes_two_connections() {
+    let net = TestNet::new();
     // The listener's device is open before it listens on 0.0.0.0.
-    let _dev = Device::open("udp:127.0.97.1").unwrap();
-    let (sch, _l) = listen("0.0.0.0:7175");
+    let _dev = Device::open(&net.udp(1)).unwrap();
+    let (sch, _l) = listen(addr("0.0.0.0:7175"));
     let mut ends = Vec::new();
     for h in 2..4 {
-        let c = client(&format!("127.0.97.{h}:0"), "127.0.97.1:7175");
+        let c = client(at(&net, h, 0), at(&net, 1, 7175));
         c.id.connect(&params()).unwrap();
         let (s, req) = take_request(&sch);
-        assert_eq!(req.id.local_addr(), Some(addr("127.0.97.1:7175")));
+        assert_eq!(req.id.local_addr(), Some(at(&net, 1, 7175)));
         s.id.accept(None).unwrap();
         expect(&c.ch, CmEventType::Established);
         expect(&sch, CmEventType::Established);
@@ -217,16 +230,18 @@ fn a_wildcard_listener_takes_two_connections() {
 
 #[test]
 fn manual_progress_contexts_connect_while_the_caller_waits() {
+    let net = TestNet::new();
     let opts = OpenOptions { progress: Progress::Manual, ..OpenOptions::default() };
-    let _s = Device::open_with("udp:127.0.98.1", &opts).unwrap();
-    let _c = Device::open_with("udp:127.0.98.2", &opts).unwrap();
-    let (c, s, _l, _sch) = connect_pair("127.0.98.1:7174", "127.0.98.2:0");
+    let _s = Device::open_with(&net.udp(1), &opts).unwrap();
+    let _c = Device::open_with(&net.udp(2), &opts).unwrap();
+    let (c, s, _l, _sch) = connect_pair(at(&net, 1, 7174), at(&net, 2, 0));
     assert_eq!(c.id.context().unwrap().progress_mode(), Progress::Manual);
     assert_eq!((c.qp.state(), s.qp.state()), (QpState::Rts, QpState::Rts));
 }
 
 #[test]
 fn calls_out_of_order_are_errors_that_name_the_verb() {
+    let net = TestNet::new();
     let ch = EventChannel::new().unwrap();
     let id = ch.create_id(PortSpace::Tcp).unwrap();
     let e = id.connect(&params()).unwrap_err();
@@ -236,12 +251,12 @@ fn calls_out_of_order_are_errors_that_name_the_verb() {
     assert!(id.disconnect().unwrap_err().to_string().starts_with("rdma_disconnect: no connection"));
     assert!(ch.create_id(PortSpace::Udp).unwrap_err().to_string().starts_with("rdma_create_id:"));
     // A port in use.
-    id.bind_addr(addr("127.0.99.1:7174")).unwrap();
+    id.bind_addr(at(&net, 1, 7174)).unwrap();
     let other = ch.create_id(PortSpace::Tcp).unwrap();
-    let e = other.bind_addr(addr("127.0.99.1:7174")).unwrap_err();
+    let e = other.bind_addr(at(&net, 1, 7174)).unwrap_err();
     assert!(matches!(e, Error::Cm { errno: 98, .. }), "{e}");
     // Too much private data.
-    let c = client("127.0.99.2:0", "127.0.99.1:7174");
+    let c = client(at(&net, 2, 0), at(&net, 1, 7174));
     let e = c.id.connect(&ConnParam { private_data: vec![0; 57], ..params() }).unwrap_err();
     assert!(e.to_string().contains("57 bytes of private data, at most 56"), "{e}");
     assert!(ch.get_cm_event(Duration::from_millis(10)).is_err(), "no stray event");

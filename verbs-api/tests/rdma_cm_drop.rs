@@ -23,15 +23,16 @@ fn settle(before: usize) -> usize {
 
 #[test]
 fn agents_and_progress_threads_end_with_their_handles() {
+    let net = TestNet::new();
     let before = threads();
     for order in 0..4u8 {
         let sch = EventChannel::new().unwrap();
         let listener = sch.create_id(PortSpace::Tcp).unwrap();
-        listener.bind_addr(format!("127.0.88.{}:7174", 2 * order + 1).parse().unwrap()).unwrap();
+        listener.bind_addr((net.ip(2 * order + 1), 7174).into()).unwrap();
         listener.listen(1).unwrap();
         let cch = EventChannel::new().unwrap();
         let client = cch.create_id(PortSpace::Tcp).unwrap();
-        let src = format!("127.0.88.{}:0", 2 * order + 2).parse().unwrap();
+        let src = (net.ip(2 * order + 2), 0).into();
         client.resolve_addr(Some(src), listener.local_addr().unwrap(), T).unwrap();
         cch.get_cm_event(T).unwrap();
         client.resolve_route(T).unwrap();

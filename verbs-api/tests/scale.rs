@@ -12,8 +12,9 @@ const RW: AccessFlags = AccessFlags(
         | AccessFlags::REMOTE_ATOMIC.0,
 );
 
-fn contexts(net: u8) -> (Context, Context) {
-    (Device::open(&format!("udp:127.0.{net}.1")).unwrap(), Device::open(&format!("udp:127.0.{net}.2")).unwrap())
+/// Two contexts on addresses 1 and 2 of `net`.
+fn contexts(net: &TestNet) -> (Context, Context) {
+    (Device::open(&net.udp(1)).unwrap(), Device::open(&net.udp(2)).unwrap())
 }
 
 fn connect(a: &Qp, b: &Qp, ctx_a: &Context, ctx_b: &Context) {
@@ -25,7 +26,8 @@ fn connect(a: &Qp, b: &Qp, ctx_a: &Context, ctx_b: &Context) {
 fn sixty_four_qps_on_one_context_transfer_at_once() {
     const QPS: usize = 64;
     const LEN: usize = 64 * 1024;
-    let (ctx_a, ctx_b) = contexts(40);
+    let net = TestNet::new();
+    let (ctx_a, ctx_b) = contexts(&net);
     let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
     let cq_a = ctx_a.create_cq(4 * QPS, None).unwrap();
     let cq_b = ctx_b.create_cq(4 * QPS, None).unwrap();
@@ -65,7 +67,8 @@ fn sixty_four_qps_on_one_context_transfer_at_once() {
 
 #[test]
 fn an_srq_feeds_several_qps_and_raises_its_limit_event() {
-    let (ctx_a, ctx_b) = contexts(41);
+    let net = TestNet::new();
+    let (ctx_a, ctx_b) = contexts(&net);
     let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
     let cq_a = ctx_a.create_cq(64, None).unwrap();
     let cq_b = ctx_b.create_cq(64, None).unwrap();
@@ -104,7 +107,8 @@ fn an_srq_feeds_several_qps_and_raises_its_limit_event() {
 
 #[test]
 fn cq_overflow_is_an_async_error_not_a_panic() {
-    let (ctx_a, ctx_b) = contexts(42);
+    let net = TestNet::new();
+    let (ctx_a, ctx_b) = contexts(&net);
     let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
     let cq_a = ctx_a.create_cq(64, None).unwrap();
     let small = ctx_b.create_cq(4, None).unwrap();

@@ -1,6 +1,6 @@
 //! The verbs across two processes over the udp link: this test starts a copy of
 //! its own binary as the target (the ignored `target_process` test, run only
-//! with the environment variable below), swaps QPN/PSN/rkey/address with it over
+//! with the environment variables below), swaps QPN/PSN/rkey/address with it over
 //! stdin/stdout, and runs SEND with immediate, WRITE, READ, FETCH_ADD and
 //! CMP_SWAP against memory the target never touches itself.
 
@@ -9,7 +9,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use uroce_verbs::*;
 
+/// The target's device, which also makes the ignored test the target.
 const ROLE: &str = "UROCE_VERBS_TARGET";
+/// The test's IPv4 address, the target's peer.
+const PEER: &str = "UROCE_VERBS_PEER";
 const T: Duration = Duration::from_secs(20);
 /// Marks the target's protocol lines among the test harness's own output.
 const TAG: &str = "TARGET: ";
@@ -28,6 +31,7 @@ impl Drop for Target {
 #[ignore = "run by two_processes_do_every_operation as its peer"]
 fn target_process() {
     let Ok(dev) = std::env::var(ROLE) else { return };
+    let peer: std::net::Ipv4Addr = std::env::var(PEER).unwrap().parse().unwrap();
     let ctx = Device::open(&dev).unwrap();
     let pd = ctx.alloc_pd();
     let cq = ctx.create_cq(16, None).unwrap();
@@ -37,7 +41,7 @@ fn target_process() {
     let mr = pd.reg_mr(4096, access).unwrap();
     mr.write(64, &7u64.to_le_bytes());
     mr.write(128, b"from the target");
-    let gid = Gid::from_ipv4([127, 0, 44, 1]);
+    let gid = Gid::from_ipv4(peer.octets());
     qp.to_init(&ConnectAttr::new(0, 0, gid)).unwrap();
     qp.post_recv(&RecvWr { wr_id: 5, sg_list: vec![mr.sge(1024, 64)] }).unwrap();
     println!("{TAG}{} {} {} {}", qp.qp_num(), qp.initial_psn(), mr.rkey(), mr.addr());
@@ -69,10 +73,13 @@ fn target_process() {
 
 #[test]
 fn two_processes_do_every_operation() {
+    // The target uses address 2 of this net, which this process holds for it.
+    let net = TestNet::new();
     let mut child = Target(
         Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "target_process", "--ignored", "--nocapture", "--test-threads=1"])
-            .env(ROLE, "udp:127.0.44.2")
+            .env(ROLE, net.udp(2))
+            .env(PEER, net.ip(1).to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -93,13 +100,13 @@ fn two_processes_do_every_operation() {
     let peer: Vec<u64> = next_line().split_whitespace().map(|x| x.parse().unwrap()).collect();
     let (qpn, psn, rkey, addr) = (peer[0] as u32, peer[1] as u32, peer[2] as u32, peer[3]);
 
-    let ctx = Device::open("udp:127.0.44.1").unwrap();
+    let ctx = Device::open(&net.udp(1)).unwrap();
     let pd = ctx.alloc_pd();
     let cq = ctx.create_cq(16, None).unwrap();
     let qp = pd.create_qp(&QpInit::rc(&cq, &cq)).unwrap();
     let local = pd.reg_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
     writeln!(to, "{} {}", qp.qp_num(), qp.initial_psn()).unwrap();
-    qp.connect(&ConnectAttr::new(qpn, psn, Gid::from_ipv4([127, 0, 44, 2]))).unwrap();
+    qp.connect(&ConnectAttr::new(qpn, psn, Gid::from_ipv4(net.ip(2).octets()))).unwrap();
     assert_eq!(next_line().trim(), "connected");
 
     let ok = |wr: SendWr| {

@@ -1,6 +1,7 @@
 //! The verbs API as programs use it: error statuses as on a NIC, list posts that
 //! name the failing WR, several threads, ownership, manual progress, bad devices.
-//! Each test uses its own loopback addresses (RoCEv2 is always port 4791).
+//! Each test uses loopback addresses of its own, from a [`TestNet`] (RoCEv2
+//! is always port 4791).
 
 use std::time::Duration;
 use uroce_verbs::*;
@@ -8,6 +9,7 @@ use uroce_verbs::*;
 const T: Duration = Duration::from_secs(10);
 
 struct Pair {
+    _net: TestNet,
     ctx_a: Context,
     ctx_b: Context,
     pd_a: Pd,
@@ -18,10 +20,13 @@ struct Pair {
     b: Qp,
 }
 
-fn pair(net: u8, progress: Progress) -> Pair {
-    let opts = OpenOptions { progress, seed: Some(u64::from(net)), ..OpenOptions::default() };
-    let ctx_a = Device::open_with(&format!("udp:127.0.{net}.1"), &opts).unwrap();
-    let ctx_b = Device::open_with(&format!("udp:127.0.{net}.2"), &opts).unwrap();
+/// Two connected RC QPs on two devices of a net of their own; `seed` gives
+/// their QPNs and PSNs.
+fn pair(seed: u64, progress: Progress) -> Pair {
+    let net = TestNet::new();
+    let opts = OpenOptions { progress, seed: Some(seed), ..OpenOptions::default() };
+    let ctx_a = Device::open_with(&net.udp(1), &opts).unwrap();
+    let ctx_b = Device::open_with(&net.udp(2), &opts).unwrap();
     let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
     let (cq_a, cq_b) = (ctx_a.create_cq(1024, None).unwrap(), ctx_b.create_cq(1024, None).unwrap());
     let deep = |cq: &Cq| {
@@ -34,7 +39,7 @@ fn pair(net: u8, progress: Progress) -> Pair {
     let b = pd_b.create_qp(&deep(&cq_b)).unwrap();
     a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), ctx_b.query_gid(1).unwrap())).unwrap();
     b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ctx_a.query_gid(1).unwrap())).unwrap();
-    Pair { ctx_a, ctx_b, pd_a, pd_b, cq_a, cq_b, a, b }
+    Pair { _net: net, ctx_a, ctx_b, pd_a, pd_b, cq_a, cq_b, a, b }
 }
 
 #[test]
@@ -76,7 +81,8 @@ fn list_posts_name_the_failing_request() {
 
 #[test]
 fn modify_errors_say_which_state_and_attribute() {
-    let ctx = Device::open("udp:127.0.33.1").unwrap();
+    let net = TestNet::new();
+    let ctx = Device::open(&net.udp(1)).unwrap();
     let pd = ctx.alloc_pd();
     let cq = ctx.create_cq(4, None).unwrap();
     let qp = pd.create_qp(&QpInit::rc(&cq, &cq)).unwrap();
@@ -141,7 +147,7 @@ fn several_threads_post_and_poll_one_context() {
 #[test]
 fn children_keep_their_parents_alive() {
     let p = pair(35, Progress::Blocking);
-    let Pair { ctx_a, ctx_b, pd_a, pd_b, cq_a, a, b, .. } = p;
+    let Pair { _net, ctx_a, ctx_b, pd_a, pd_b, cq_a, a, b, .. } = p;
     let remote = pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
     let local = pd_a.reg_mr_with(vec![5; 64], AccessFlags::LOCAL_WRITE).unwrap();
     // Drop every parent handle the user holds: the QPs and MRs keep them alive.
@@ -186,10 +192,11 @@ fn bad_devices_say_what_to_do() {
     assert!(err("udp:192.0.2.77").contains("not an address of this host"), "{}", err("udp:192.0.2.77"));
     assert!(err("packet:uroce-nope0").contains("no interface named"), "{}", err("packet:uroce-nope0"));
     // A port another socket holds (another process's, say) is in use.
-    let holder = std::net::UdpSocket::bind("127.0.37.9:4791").unwrap();
-    assert!(Device::open("udp:127.0.37.9").err().unwrap().to_string().contains("in use"));
+    let net = TestNet::new();
+    let holder = std::net::UdpSocket::bind((net.ip(9), 4791)).unwrap();
+    assert!(Device::open(&net.udp(9)).err().unwrap().to_string().contains("in use"));
     drop(holder);
-    let ctx = Device::open("udp:127.0.37.1").unwrap();
+    let ctx = Device::open(&net.udp(1)).unwrap();
     assert!(ctx.query_gid(9).unwrap_err().to_string().contains("no GID index 9"));
     assert!(devices().iter().any(|d| d.name == "udp:127.0.0.1"));
 }

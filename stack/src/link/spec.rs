@@ -365,6 +365,8 @@ mod test {
 
     #[test]
     fn default_device_steps_past_busy_addresses() {
+        // The default addresses are every process's: one such test at a time.
+        let _default = crate::testnet::default_loopback_guard();
         let a = open_default().unwrap();
         let b = open_default().unwrap();
         assert_ne!(a.info().ipv4, b.info().ipv4);

@@ -104,6 +104,9 @@ pub(crate) enum AccessError {
 #[derive(Default)]
 pub(crate) struct MrTable {
     by_key: BTreeMap<u32, Mr>,
+    /// Counts the regions removed or invalidated: a work request checked
+    /// under an older count is checked again before its bytes are read.
+    generation: u64,
 }
 
 impl MrTable {
@@ -114,6 +117,7 @@ impl MrTable {
         self.by_key.contains_key(&key)
     }
     pub fn remove(&mut self, key: u32) -> Option<Mr> {
+        self.generation += 1;
         self.by_key.remove(&key)
     }
     pub fn get(&self, key: u32) -> Option<&Mr> {
@@ -121,6 +125,21 @@ impl MrTable {
     }
     pub fn get_mut(&mut self, key: u32) -> Option<&mut Mr> {
         self.by_key.get_mut(&key)
+    }
+    /// Stops `key` accepting access (a remote invalidate); whether it existed.
+    pub fn invalidate(&mut self, key: u32, pd: Pd) -> bool {
+        match self.by_key.get_mut(&key) {
+            Some(mr) if mr.pd == pd => {
+                mr.valid = false;
+                self.generation += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+    /// How many regions were removed or invalidated so far.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The region and offset for `len` bytes at `va` under `key`, after every
@@ -144,10 +163,14 @@ impl MrTable {
         let mr = &self.by_key[&rkey];
         mr.storage.read((va - mr.addr) as usize, dst);
     }
-    pub fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) {
-        let mr = self.by_key.get_mut(&rkey).expect("checked before");
-        let off = (va - mr.addr) as usize;
-        mr.storage.write(off, src);
+    /// Writes one packet's payload of a remote WRITE, checking its range
+    /// again: the region may have been deregistered or invalidated since the
+    /// message's first packet (and its key even given to another region).
+    pub fn write_remote(&mut self, rkey: u32, pd: Pd, va: u64, src: &[u8]) -> Result<(), AccessError> {
+        let (key, off) =
+            self.check(rkey, pd, va, src.len() as u64, AccessFlags::REMOTE_WRITE).ok_or(AccessError::Violation)?;
+        self.by_key.get_mut(&key).expect("checked").storage.write(off, src);
+        Ok(())
     }
     pub fn atomic_remote(&mut self, rkey: u32, va: u64, op: AtomicOp) -> u64 {
         let mr = self.by_key.get_mut(&rkey).expect("checked before");
@@ -187,8 +210,12 @@ impl MrTable {
                 continue;
             }
             let n = ((len - offset) as usize).min(dst.len());
-            let mr = &self.by_key[&s.lkey];
-            mr.storage.read((s.addr + offset - mr.addr) as usize, &mut dst[..n]);
+            // Checked under the current generation by the caller; a region
+            // gone anyway reads as zeros rather than a panic.
+            match self.by_key.get(&s.lkey) {
+                Some(mr) => mr.storage.read((s.addr + offset - mr.addr) as usize, &mut dst[..n]),
+                None => dst[..n].fill(0),
+            }
             dst = &mut dst[n..];
             offset = 0;
         }

@@ -550,6 +550,8 @@ impl Engine {
                 self.sched.activate(qpn);
             }
             qp.sync(&mut self.sh);
+            // Filed early (the index is lazy) or not: now where its timers are.
+            self.sh.timers.refile(qpn, &mut qp.timers);
         }
         self.fail_qps_that_lost_completions();
     }

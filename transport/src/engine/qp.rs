@@ -57,8 +57,11 @@ pub(crate) struct SendWqe {
     pub last_psn: Psn,
     /// PSNs are assigned once, the first time the WR is sent.
     pub started: bool,
-    /// Local buffers were checked (once, before the first packet).
+    /// Local buffers were checked (before the first packet, and again after
+    /// any region went away)...
     pub checked: bool,
+    /// ...under this `MrTable::generation`.
+    pub checked_generation: u64,
     /// A local error found by that check; reported when the WR is oldest.
     pub local_error: Option<WcStatus>,
 }

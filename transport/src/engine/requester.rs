@@ -93,6 +93,7 @@ fn new_wqe(wr: SendWr) -> SendWqe {
         last_psn: Psn::default(),
         started: false,
         checked: local_error.is_some(),
+        checked_generation: 0,
         local_error,
     }
 }
@@ -158,10 +159,14 @@ pub(crate) fn poll_request(qp: &mut Qp, sh: &mut Shared, now: Instant, buf: &mut
         if idx >= qp.req.wqes.len() {
             return None;
         }
-        if !qp.req.wqes[idx].checked {
-            let err = check_local(sh, qp, &qp.req.wqes[idx]);
+        // Checked when first fetched, and again when a region was
+        // deregistered or invalidated since (inline data was copied at post).
+        let w = &qp.req.wqes[idx];
+        if !w.checked || (w.checked_generation != sh.mrs.generation() && w.inline.is_none()) {
+            let err = check_local(sh, qp, w);
             let w = &mut qp.req.wqes[idx];
             w.checked = true;
+            w.checked_generation = sh.mrs.generation();
             w.local_error = err;
         }
         if blocked(qp, sh) {

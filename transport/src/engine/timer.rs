@@ -52,24 +52,35 @@ impl TimerTable {
     }
 }
 
-/// Every QP's next wake-up, by deadline. A QP's entry is brought up to date
-/// by [`TimerIndex::update`] after anything happened to it (the engine does
-/// it where it syncs the QP's other engine-wide counts).
+/// Every QP's next wake-up, by deadline, kept lazily: a QP is filed no later
+/// than its next deadline, maybe earlier. Moving a deadline later (a
+/// retransmit timer restarted by each packet) or stopping it (the ACK came)
+/// leaves the entry where it is, which is what almost every packet does, so
+/// the common path touches no tree. An entry that comes due early finds no
+/// timer expired and is filed again under the QP's real next deadline.
 #[derive(Debug, Default)]
 pub(crate) struct TimerIndex {
     by_deadline: BTreeSet<(Instant, u32)>,
 }
 
 impl TimerIndex {
-    /// Files QP `qpn` under its table's next deadline (or nowhere).
+    /// Files QP `qpn` again if its next deadline is now earlier than the one
+    /// it is filed under (or it was not filed).
     pub fn update(&mut self, qpn: u32, table: &mut TimerTable) {
-        let next = table.next();
-        if next == table.indexed {
-            return;
+        match (table.next(), table.indexed) {
+            (Some(next), Some(filed)) if next < filed => self.refile(qpn, table),
+            (Some(_), None) => self.refile(qpn, table),
+            _ => {}
         }
+    }
+
+    /// Files QP `qpn` under exactly its next deadline (or nowhere): after
+    /// its filed deadline came due.
+    pub fn refile(&mut self, qpn: u32, table: &mut TimerTable) {
         if let Some(old) = table.indexed {
             self.by_deadline.remove(&(old, qpn));
         }
+        let next = table.next();
         if let Some(new) = next {
             self.by_deadline.insert((new, qpn));
         }
@@ -83,19 +94,24 @@ impl TimerIndex {
         }
     }
 
-    /// The earliest deadline of any QP.
+    /// The earliest deadline any QP is filed under: when to look again (at
+    /// worst a little early).
     pub fn next(&self) -> Option<Instant> {
         self.by_deadline.first().map(|&(at, _)| at)
     }
 
-    /// The QPs with a timer due at `now`, earliest first.
+    /// The QPs filed under a deadline due at `now`, earliest first.
     pub fn due(&self, now: Instant) -> Vec<u32> {
         self.by_deadline.iter().take_while(|&&(at, _)| at <= now).map(|&(_, qpn)| qpn).collect()
     }
 
-    /// Whether `table` is filed under its current next deadline.
+    /// Whether `table` is filed no later than its next deadline.
     pub fn is_current(table: &TimerTable) -> bool {
-        table.indexed == table.next()
+        match (table.next(), table.indexed) {
+            (Some(next), Some(filed)) => filed <= next,
+            (Some(_), None) => false,
+            (None, _) => true,
+        }
     }
 }
 
@@ -117,7 +133,7 @@ mod test {
     }
 
     #[test]
-    fn the_index_files_each_qp_under_its_next_deadline() {
+    fn the_index_files_each_qp_no_later_than_its_next_deadline() {
         let at = Instant::from_nanos;
         let mut index = TimerIndex::default();
         let (mut a, mut b) = (TimerTable::default(), TimerTable::default());
@@ -127,12 +143,21 @@ mod test {
         index.update(2, &mut b);
         assert_eq!(index.next(), Some(at(10)));
         assert_eq!(index.due(at(30)), vec![2, 1]);
+        // Stopped or moved later: the entry stays (early is harmless)...
         b.stop_all();
         index.update(2, &mut b);
-        assert_eq!(index.due(at(100)), vec![1]);
         a.set(Timer::Retransmit, at(50));
         index.update(1, &mut a);
+        assert_eq!(index.due(at(30)), vec![2, 1]);
+        assert!(TimerIndex::is_current(&a) && TimerIndex::is_current(&b));
+        // ...until it comes due and is filed where the timers really are.
+        index.refile(2, &mut b);
+        index.refile(1, &mut a);
         assert_eq!((index.next(), index.due(at(49))), (Some(at(50)), vec![]));
+        // Moved earlier: filed again at once.
+        a.set(Timer::Retransmit, at(20));
+        index.update(1, &mut a);
+        assert_eq!(index.next(), Some(at(20)));
         index.remove(1, &a);
         assert_eq!(index.next(), None);
     }

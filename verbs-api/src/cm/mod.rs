@@ -17,22 +17,26 @@
 //! keeps it while the device is open.
 //!
 //! ```
+//! use std::net::SocketAddr;
 //! use std::time::Duration;
 //! use uroce_verbs::cm::*;
 //! use uroce_verbs::*;
 //! let t = Duration::from_secs(10);
+//! // Two loopback addresses (as 127.0.24.1 and 127.0.24.2 would be) no other test uses.
+//! let net = TestNet::new();
+//! let (server_ip, client_ip) = (net.ip(1), net.ip(2));
 //!
-//! // The server: listen on 127.0.24.1:7471.
+//! // The server: listen on port 7471 of its address.
 //! let server_ch = EventChannel::new().unwrap();
 //! let listener = server_ch.create_id(PortSpace::Tcp).unwrap();
-//! listener.bind_addr("127.0.24.1:7471".parse().unwrap()).unwrap();
+//! let server_at = SocketAddr::from((server_ip, 7471));
+//! listener.bind_addr(server_at).unwrap();
 //! listener.listen(1).unwrap();
 //!
 //! // The client: resolve, create the QP, connect.
 //! let client_ch = EventChannel::new().unwrap();
 //! let client = client_ch.create_id(PortSpace::Tcp).unwrap();
-//! let src = "127.0.24.2:0".parse().unwrap();
-//! client.resolve_addr(Some(src), "127.0.24.1:7471".parse().unwrap(), t).unwrap();
+//! client.resolve_addr(Some(SocketAddr::from((client_ip, 0))), server_at, t).unwrap();
 //! assert_eq!(client_ch.get_cm_event(t).unwrap().event, CmEventType::AddrResolved);
 //! client.resolve_route(t).unwrap();
 //! assert_eq!(client_ch.get_cm_event(t).unwrap().event, CmEventType::RouteResolved);

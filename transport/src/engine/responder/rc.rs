@@ -247,13 +247,7 @@ fn send(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &
 /// windows or fast-registration MRs, so any MR of the PD can be invalidated;
 /// on rxe only those can.)
 fn invalidate(qp: &Qp, sh: &mut Shared, rkey: u32) -> bool {
-    match sh.mrs.get_mut(rkey) {
-        Some(mr) if mr.pd == qp.init.pd => {
-            mr.valid = false;
-            true
-        }
-        _ => false,
-    }
+    sh.mrs.invalidate(rkey, qp.init.pd)
 }
 
 fn write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &[u8]) {
@@ -288,8 +282,11 @@ fn write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: 
         }
         return;
     }
-    if !payload.is_empty() {
-        sh.mrs.write_remote(reth.rkey, reth.va + u64::from(offset), payload);
+    if !payload.is_empty() && sh.mrs.write_remote(reth.rkey, qp.init.pd, reth.va + u64::from(offset), payload).is_err()
+    {
+        // Deregistered or invalidated since the message's first packet.
+        fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
+        return;
     }
     qp.resp.msg = if last { InMessage::Idle } else { InMessage::Write { reth, offset: offset + payload.len() as u32 } };
     if let (true, Some(imm)) = (last, repr.immdt) {

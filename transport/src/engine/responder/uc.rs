@@ -99,8 +99,12 @@ fn write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: 
         drop_message(qp, sh);
         return;
     }
-    if !payload.is_empty() {
-        sh.mrs.write_remote(reth.rkey, reth.va + u64::from(offset), payload);
+    if !payload.is_empty() && sh.mrs.write_remote(reth.rkey, qp.init.pd, reth.va + u64::from(offset), payload).is_err()
+    {
+        // Deregistered or invalidated since the message's first packet: UC
+        // drops the rest of the message.
+        drop_message(qp, sh);
+        return;
     }
     qp.resp.msg = if last { InMessage::Idle } else { InMessage::Write { reth, offset: offset + payload.len() as u32 } };
     if let (true, Some(imm)) = (last, repr.immdt) {
