@@ -494,7 +494,9 @@ lab_guest_run() { # K TIMEOUT SCRIPT...
     return 125
   fi
   deadline=$(($(lab_now_ms) + (to + 10) * 1000))
-  while ! end=$(grep -m1 "^@@END $id " "$d/ctl.log"); do
+  # Complete lines only: the serial console may have written "@@END ID "
+  # and not yet the status after it.
+  while ! end=$(lab_complete_lines "$d/ctl.log" | grep -m1 -E "^@@END $id [0-9]+"$'\r'"?$"); do
     if ! lab_guest_alive "$k" || [ "$(lab_now_ms)" -ge "$deadline" ]; then
       exec {fd}>&-
       lab_log "g$k: no answer to request $id within $((to + 10)) s"
@@ -506,7 +508,16 @@ lab_guest_run() { # K TIMEOUT SCRIPT...
   awk -v id="$id" '$0 == "@@OUT " id { on = 1; next } $1 == "@@END" && $2 == id { exit } on' "$d/ctl.log" \
     | base64 -d || lab_log "g$k: the answer to request $id does not decode"
   rc=${end##* }
-  return "$rc"
+  return "${rc%$'\r'}"
+}
+
+# The lines of FILE, without a last one that no newline has ended yet.
+lab_complete_lines() { # FILE
+  if [ -n "$(tail -c1 "$1")" ]; then
+    sed '$d' "$1"
+  else
+    cat "$1"
+  fi
 }
 
 # Like lab_guest_run, but fails the lab (with the output) when the command fails.
