@@ -170,9 +170,7 @@ impl Context {
         let driver = self.driver();
         // Events a verb raised on this thread since the last round.
         driver.publish_async_events();
-        let event = driver.async_events.try_take()?;
-        tracing::warn!("uroce: async event {event:?}");
-        Some(event)
+        driver.async_events.try_take().map(logged)
     }
 
     /// Waits up to `timeout` for an asynchronous event (`ibv_get_async_event`).
@@ -193,8 +191,7 @@ impl Context {
                 wait = left.min(Duration::from_micros(500));
             }
             if let Some(e) = self.driver().async_events.take(wait) {
-                tracing::warn!("uroce: async event {e:?}");
-                return Ok(e);
+                return Ok(logged(e));
             }
         }
     }
@@ -206,6 +203,12 @@ impl Context {
         use std::os::fd::AsFd;
         self.driver().async_events.as_fd()
     }
+}
+
+/// An asynchronous event the application took, logged as it goes.
+fn logged(event: Event) -> Event {
+    tracing::warn!("uroce: async event {event:?}");
+    event
 }
 
 #[cfg(test)]

@@ -8,10 +8,12 @@ fn manual(seed: u64) -> OpenOptions {
     OpenOptions { progress: Progress::Manual, seed: Some(seed), ..OpenOptions::default() }
 }
 
-/// Connects `a` (on `ca`) and `b` (on `cb`) to each other over GID 1.
-fn connect(ca: &Context, a: &Qp, cb: &Context, b: &Qp) {
-    a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), cb.query_gid(1).unwrap())).unwrap();
-    b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ca.query_gid(1).unwrap())).unwrap();
+/// Connects `a` and `b` to each other over GID 1 of their contexts (as the
+/// integration tests' `common::connect_pair`, which unit tests cannot reach).
+fn connect(a: &Qp, b: &Qp) {
+    let gid = |q: &Qp| q.pd().context().query_gid(1).unwrap();
+    a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), gid(b))).unwrap();
+    b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), gid(a))).unwrap();
 }
 
 /// Two manual contexts on addresses 1 and 2 of a net of their own, each with
@@ -36,7 +38,7 @@ fn pair(seed: u64) -> Pair {
     let (cq_a, cq_b) = (ctx_a.create_cq(16, None).unwrap(), ctx_b.create_cq(16, None).unwrap());
     let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
     let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
-    connect(&ctx_a, &a, &ctx_b, &b);
+    connect(&a, &b);
     Pair { _net: net, ctx_a, ctx_b, pd_a, pd_b, cq_a, a, peer: (b, cq_b) }
 }
 
@@ -81,7 +83,7 @@ fn contexts_on_one_device_share_its_driver() {
     assert_ne!(a.qp_num(), b.qp_num(), "one QPN space");
     let wrong = pd2.create_qp(&QpInit::rc(&cq1, &cq1)).err().expect("a CQ of the other context");
     assert!(wrong.to_string().contains("CQ of another context"), "{wrong}");
-    connect(&one, &a, &two, &b);
+    connect(&a, &b);
 
     let remote = pd2.reg_mr(16, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
     let local = pd1.reg_mr_with(vec![5; 16], AccessFlags::LOCAL_WRITE).unwrap();

@@ -165,13 +165,13 @@ impl Mr {
     /// Copies bytes out; panics if `offset + dst.len()` is past the end, like
     /// slice indexing.
     pub fn read(&self, offset: usize, dst: &mut [u8]) {
-        self.0.region.read(offset, dst);
+        self.0.region.load(offset, dst);
     }
 
     /// Copies bytes in, the last byte last; panics if `offset + src.len()` is
     /// past the end.
     pub fn write(&self, offset: usize, src: &[u8]) {
-        self.0.region.clone().write(offset, src);
+        self.0.region.store(offset, src);
     }
 
     /// A copy of the whole region.

@@ -3,6 +3,8 @@
 //! WRITE's last byte sees the whole message; deregistering during traffic
 //! gives the peer a remote access error and no write lands afterwards.
 
+mod common;
+use common::connect_pair;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
@@ -32,8 +34,7 @@ fn pair(impair: Option<ImpairConfig>) -> Pair {
     init_a.cap.max_send_wr = 128;
     let a = pd_a.create_qp(&init_a).unwrap();
     let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
-    a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), ctx_b.query_gid(1).unwrap())).unwrap();
-    b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ctx_a.query_gid(1).unwrap())).unwrap();
+    connect_pair(&a, &b);
     Pair { _net: net, pd_a, pd_b, cq_a, a, _b: b }
 }
 

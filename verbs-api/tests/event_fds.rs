@@ -3,6 +3,8 @@
 //! one record per event with none merged, still right when the application
 //! sets O_NONBLOCK on them.
 
+mod common;
+use common::connect_pair;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::net::SocketAddr;
@@ -40,9 +42,7 @@ fn looped() -> Loop {
     let plain = ctx.create_cq(64, None).unwrap();
     let a = pd.create_qp(&QpInit::rc(&cq, &cq)).unwrap();
     let b = pd.create_qp(&QpInit::rc(&plain, &plain)).unwrap();
-    let gid = ctx.query_gid(1).unwrap();
-    a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), gid)).unwrap();
-    b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), gid)).unwrap();
+    connect_pair(&a, &b);
     Loop { _net: net, ctx, pd, channel, cq, a, b }
 }
 

@@ -1,6 +1,8 @@
 //! Many QPs on one context, an SRQ shared by several QPs, CQ overflow as an
 //! async error.
 
+mod common;
+use common::connect_pair;
 use std::time::Duration;
 use uroce_verbs::*;
 
@@ -15,11 +17,6 @@ const RW: AccessFlags = AccessFlags(
 /// Two contexts on addresses 1 and 2 of `net`.
 fn contexts(net: &TestNet) -> (Context, Context) {
     (Device::open(&net.udp(1)).unwrap(), Device::open(&net.udp(2)).unwrap())
-}
-
-fn connect(a: &Qp, b: &Qp, ctx_a: &Context, ctx_b: &Context) {
-    a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), ctx_b.query_gid(1).unwrap())).unwrap();
-    b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ctx_a.query_gid(1).unwrap())).unwrap();
 }
 
 #[test]
@@ -39,7 +36,7 @@ fn sixty_four_qps_on_one_context_transfer_at_once() {
         .map(|_| {
             let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
             let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
-            connect(&a, &b, &ctx_a, &ctx_b);
+            connect_pair(&a, &b);
             (a, b)
         })
         .collect();
@@ -85,7 +82,7 @@ fn an_srq_feeds_several_qps_and_raises_its_limit_event() {
         let mut init = QpInit::rc(&cq_b, &cq_b);
         init.srq = Some(srq.clone());
         let b = pd_b.create_qp(&init).unwrap();
-        connect(&a, &b, &ctx_a, &ctx_b);
+        connect_pair(&a, &b);
         pairs.push((a, b));
     }
     for (a, _) in &pairs {
@@ -114,7 +111,7 @@ fn cq_overflow_is_an_async_error_not_a_panic() {
     let small = ctx_b.create_cq(4, None).unwrap();
     let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
     let b = pd_b.create_qp(&QpInit::rc(&small, &small)).unwrap();
-    connect(&a, &b, &ctx_a, &ctx_b);
+    connect_pair(&a, &b);
     let rx = pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
     for i in 0..10 {
         b.post_recv(&RecvWr { wr_id: i, sg_list: vec![rx.sge(0, 64)] }).unwrap();

@@ -4,6 +4,8 @@
 //! exact; every work request completes exactly once, successfully. A
 //! watchdog fails the test, naming the stuck thread, instead of letting it hang.
 
+mod common;
+use common::connect_pair;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -65,11 +67,9 @@ fn sides(net: &TestNet) -> [Arc<Side>; 2] {
         let (target, local) = (pd.reg_mr(bytes, access).unwrap(), pd.reg_mr(2 * bytes, access).unwrap());
         Side { ctx, qps, cq, target, local }
     });
-    let gids = [halves[0].ctx.query_gid(1).unwrap(), halves[1].ctx.query_gid(1).unwrap()];
     for i in 0..PAIRS {
         let (a, b) = (&halves[0].qps[i], &halves[1].qps[i]);
-        a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), gids[1])).unwrap();
-        b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), gids[0])).unwrap();
+        connect_pair(a, b);
     }
     halves.map(Arc::new)
 }

@@ -3,6 +3,8 @@
 //! Each test uses loopback addresses of its own, from a [`TestNet`] (RoCEv2
 //! is always port 4791).
 
+mod common;
+use common::connect_pair;
 use std::time::Duration;
 use uroce_verbs::*;
 
@@ -37,8 +39,7 @@ fn pair(seed: u64, progress: Progress) -> Pair {
     };
     let a = pd_a.create_qp(&deep(&cq_a)).unwrap();
     let b = pd_b.create_qp(&deep(&cq_b)).unwrap();
-    a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), ctx_b.query_gid(1).unwrap())).unwrap();
-    b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ctx_a.query_gid(1).unwrap())).unwrap();
+    connect_pair(&a, &b);
     Pair { _net: net, ctx_a, ctx_b, pd_a, pd_b, cq_a, cq_b, a, b }
 }
 

@@ -67,19 +67,17 @@ impl RawRegion {
     }
 }
 
-impl MrStorage for RawRegion {
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn read(&self, offset: usize, dst: &mut [u8]) {
+impl RawRegion {
+    /// Copies bytes out by raw pointer.
+    pub fn load(&self, offset: usize, dst: &mut [u8]) {
         let src = self.at(offset, dst.len());
         // SAFETY: `src..src + dst.len()` is inside the region (checked by
         // `at`); `dst` is our own buffer, so the two cannot overlap.
         unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) }
     }
 
-    fn write(&mut self, offset: usize, src: &[u8]) {
+    /// Copies bytes in by raw pointer, the last byte last with Release.
+    pub fn store(&self, offset: usize, src: &[u8]) {
         let Some((&last, body)) = src.split_last() else { return };
         let dst = self.at(offset, src.len());
         // SAFETY: `dst..dst + src.len()` is inside the region (checked by
@@ -90,9 +88,27 @@ impl MrStorage for RawRegion {
         let last_byte = unsafe { AtomicU8::from_ptr(dst.add(body.len())) };
         last_byte.store(last, Ordering::Release);
     }
+}
+
+impl MrStorage for RawRegion {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn read(&self, offset: usize, dst: &mut [u8]) {
+        self.load(offset, dst);
+    }
+
+    fn write(&mut self, offset: usize, src: &[u8]) {
+        self.store(offset, src);
+    }
 
     fn atomic(&mut self, offset: usize, op: AtomicOp) -> u64 {
-        let Some(word) = self.word(offset) else { return unaligned_atomic(self, offset, op) };
+        // A host address that is not 8-byte aligned (the I/O virtual address
+        // peers name is, but `ibv_reg_mr_iova` may map it anywhere): a read and
+        // a write, atomic against the stack only, as no CPU offers an atomic
+        // on a misaligned word.
+        let Some(word) = self.word(offset) else { return op.by_copy(self, offset) };
         match op {
             AtomicOp::CompareSwap { compare, swap } => {
                 word.compare_exchange(compare, swap, Ordering::AcqRel, Ordering::Acquire).unwrap_or_else(|v| v)
@@ -104,21 +120,9 @@ impl MrStorage for RawRegion {
     fn atomic_store(&mut self, offset: usize, bytes: [u8; 8]) {
         match self.word(offset) {
             Some(word) => word.store(u64::from_ne_bytes(bytes), Ordering::Release),
-            None => self.write(offset, &bytes),
+            None => self.store(offset, &bytes),
         }
     }
-}
-
-/// An atomic whose host address is not 8-byte aligned (the I/O virtual address
-/// peers name is aligned, but `ibv_reg_mr_iova` may map it anywhere): done as a
-/// read and a write, atomic only against the stack itself, as no CPU offers an
-/// atomic on a misaligned word.
-fn unaligned_atomic(region: &mut RawRegion, offset: usize, op: AtomicOp) -> u64 {
-    let mut bytes = [0u8; 8];
-    region.read(offset, &mut bytes);
-    let orig = u64::from_ne_bytes(bytes);
-    region.write(offset, &op.apply(orig).to_ne_bytes());
-    orig
 }
 
 /// A zeroed, page-aligned heap buffer the application owns and shares with the
@@ -166,12 +170,12 @@ impl AppBuffer {
 
     /// Copies bytes out; panics past the end.
     pub fn read(&self, offset: usize, dst: &mut [u8]) {
-        self.region_view().read(offset, dst)
+        self.region_view().load(offset, dst)
     }
 
     /// Copies bytes in, the last byte last with Release; panics past the end.
     pub fn write(&self, offset: usize, src: &[u8]) {
-        self.region_view().write(offset, src)
+        self.region_view().store(offset, src)
     }
 
     /// The byte at `offset`, loaded with Acquire: spin on it to wait for a

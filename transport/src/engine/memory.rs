@@ -31,11 +31,7 @@ pub trait MrStorage: Send {
     /// Runs `op` on the native-endian 64-bit word at `offset` and returns the
     /// value it held before.
     fn atomic(&mut self, offset: usize, op: AtomicOp) -> u64 {
-        let mut bytes = [0u8; 8];
-        self.read(offset, &mut bytes);
-        let orig = u64::from_ne_bytes(bytes);
-        self.write(offset, &op.apply(orig).to_ne_bytes());
-        orig
+        op.by_copy(self, offset)
     }
 
     /// Stores the 8 bytes of an ATOMIC_WRITE at `offset` at once.
@@ -54,6 +50,17 @@ pub enum AtomicOp {
 }
 
 impl AtomicOp {
+    /// Runs the operation on `storage` as a read and a write: atomic only
+    /// against whoever holds `storage` mutably (the engine, under its lock).
+    /// Returns the word before.
+    pub fn by_copy<S: MrStorage + ?Sized>(self, storage: &mut S, offset: usize) -> u64 {
+        let mut bytes = [0u8; 8];
+        storage.read(offset, &mut bytes);
+        let orig = u64::from_ne_bytes(bytes);
+        storage.write(offset, &self.apply(orig).to_ne_bytes());
+        orig
+    }
+
     /// The word after the operation, given the word before.
     pub fn apply(self, orig: u64) -> u64 {
         match self {
@@ -91,6 +98,17 @@ pub(crate) struct Mr {
     /// False after a remote invalidate (SEND_WITH_INV).
     pub valid: bool,
     pub storage: Box<dyn MrStorage>,
+}
+
+impl Mr {
+    /// The offset of `len` bytes at `va` in this region, after every check an
+    /// RNIC makes on a key's region (valid, PD, bounds, access).
+    fn offset_of(&self, pd: Pd, va: u64, len: u64, need: AccessFlags) -> Option<usize> {
+        let end = va.checked_add(len)?;
+        let mr_end = self.addr + self.storage.len() as u64;
+        let ok = self.valid && self.pd == pd && va >= self.addr && end <= mr_end && self.access.contains(need);
+        ok.then(|| (va - self.addr) as usize)
+    }
 }
 
 /// Why a remote access was refused; the responder turns it into a NAK.
@@ -144,12 +162,8 @@ impl MrTable {
 
     /// The region and offset for `len` bytes at `va` under `key`, after every
     /// check an RNIC makes. A zero-length access is checked like any other.
-    fn check(&self, key: u32, pd: Pd, va: u64, len: u64, need: AccessFlags) -> Option<(u32, usize)> {
-        let mr = self.by_key.get(&key)?;
-        let end = va.checked_add(len)?;
-        let mr_end = mr.addr + mr.storage.len() as u64;
-        let ok = mr.valid && mr.pd == pd && va >= mr.addr && end <= mr_end && mr.access.contains(need);
-        ok.then(|| (key, (va - mr.addr) as usize))
+    fn check(&self, key: u32, pd: Pd, va: u64, len: u64, need: AccessFlags) -> Option<usize> {
+        self.by_key.get(&key)?.offset_of(pd, va, len, need)
     }
 
     /// Checks a remote access (rkey). Remote write and atomic need the matching
@@ -167,9 +181,9 @@ impl MrTable {
     /// again: the region may have been deregistered or invalidated since the
     /// message's first packet (and its key even given to another region).
     pub fn write_remote(&mut self, rkey: u32, pd: Pd, va: u64, src: &[u8]) -> Result<(), AccessError> {
-        let (key, off) =
-            self.check(rkey, pd, va, src.len() as u64, AccessFlags::REMOTE_WRITE).ok_or(AccessError::Violation)?;
-        self.by_key.get_mut(&key).expect("checked").storage.write(off, src);
+        let mr = self.by_key.get_mut(&rkey).ok_or(AccessError::Violation)?;
+        let off = mr.offset_of(pd, va, src.len() as u64, AccessFlags::REMOTE_WRITE).ok_or(AccessError::Violation)?;
+        mr.storage.write(off, src);
         Ok(())
     }
     pub fn atomic_remote(&mut self, rkey: u32, va: u64, op: AtomicOp) -> u64 {
@@ -235,9 +249,9 @@ impl MrTable {
             }
             let n = ((len - offset) as usize).min(src.len());
             let va = s.addr + offset;
-            let (key, off) =
-                self.check(s.lkey, pd, va, n as u64, AccessFlags::LOCAL_WRITE).ok_or(WcStatus::LocProtErr)?;
-            self.by_key.get_mut(&key).expect("checked").storage.write(off, &src[..n]);
+            let mr = self.by_key.get_mut(&s.lkey).ok_or(WcStatus::LocProtErr)?;
+            let off = mr.offset_of(pd, va, n as u64, AccessFlags::LOCAL_WRITE).ok_or(WcStatus::LocProtErr)?;
+            mr.storage.write(off, &src[..n]);
             src = &src[n..];
             offset = 0;
         }

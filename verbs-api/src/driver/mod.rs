@@ -151,7 +151,12 @@ impl Driver {
     /// Moves the engine's asynchronous events to their descriptor (with the
     /// lock let go, as the queue has a lock of its own).
     pub fn publish_async_events(&self) {
-        let events: Vec<Event> = std::iter::from_fn(|| self.lock().engine.poll_event()).collect();
+        let events = self.lock().take_async_events();
+        self.publish(events);
+    }
+
+    /// Puts events taken from the engine on their descriptor.
+    fn publish(&self, events: Vec<Event>) {
         events.into_iter().for_each(|e| self.async_events.push(e));
     }
 
@@ -205,6 +210,12 @@ impl Core {
             false
         });
         fired
+    }
+
+    /// The engine's asynchronous events, taken out (an empty Vec, which
+    /// allocates nothing, when there are none).
+    fn take_async_events(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.engine.poll_event()).collect()
     }
 
     /// The link's counters.

@@ -71,11 +71,10 @@ impl Driver {
             }
             let cm_events = core.with_qp1(|qp1, engine| qp1.serve(engine, now));
             moved += core.flush_tx(now, hold_acks);
-            let async_events = std::iter::from_fn(|| core.engine.poll_event()).collect();
-            (core.take_fired(), async_events, cm_events)
+            (core.take_fired(), core.take_async_events(), cm_events)
         };
         fired.into_iter().for_each(Fired::deliver);
-        async_events.into_iter().for_each(|e| self.async_events.push(e));
+        self.publish(async_events);
         if cm_events {
             self.dispatch_cm_events();
         }
