@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 use uroce_stack::link::netns::NetnsGuard;
-use uroce_stack::link::{DeviceSpec, Link, RxDatagram, TxDatagram};
+use uroce_stack::link::{DeviceSpec, Link, RxBatch, TxDatagram};
 use uroce_stack::testnet::TestNet;
 
 #[derive(Clone, Copy, Default)]
@@ -72,8 +72,11 @@ fn link_rate(mut a: Box<dyn Link>, mut b: Box<dyn Link>, to: IpAddr, payload: us
     let stop_rx = stop.clone();
     let rx = thread::spawn(move || {
         let mut c = Counter::new();
+        let mut batch = RxBatch::new();
         while !c.done(&stop_rx, start, dur) {
-            b.recv(Duration::from_millis(10), &mut |d: &RxDatagram<'_>| c.add(d.roce.len())).expect("recv");
+            batch.clear();
+            b.recv(Duration::from_millis(10), &mut batch).expect("recv");
+            batch.iter().for_each(|d| c.add(d.roce.len()));
         }
         c.rate()
     });
@@ -126,7 +129,7 @@ fn kernel_rate(from: SocketAddr, to: SocketAddr, len: usize, dur: Duration, ns: 
 }
 
 fn open(spec: &str) -> Box<dyn Link> {
-    spec.parse::<DeviceSpec>().expect("spec").open().unwrap_or_else(|e| panic!("{spec}: {e}"))
+    spec.parse::<DeviceSpec>().expect("spec").open().unwrap_or_else(|e| panic!("{spec}: {e}")).link
 }
 
 fn row(path: &str, payload: usize, ours: Rate, kernel: Rate) {

@@ -292,14 +292,19 @@ impl FrameRepr {
     /// Writes the ICRC over the finished IP packet, then the UDP checksum if
     /// it is to be computed (it covers the ICRC, so it comes last).
     pub fn seal(&self, buf: &mut [u8]) -> Result<u32, icrc::IcrcError> {
-        let ip_packet = &mut buf[self.eth_len()..];
-        let icrc = icrc::fill(ip_packet)?;
+        let icrc = icrc::fill(&mut buf[self.eth_len()..])?;
+        self.seal_checksum(buf);
+        Ok(icrc)
+    }
+
+    /// Writes the UDP checksum, if it is to be computed, over a frame whose
+    /// ICRC is already in place.
+    pub fn seal_checksum(&self, buf: &mut [u8]) {
         if self.udp.checksum == UdpChecksum::Compute {
             let (src, dst) = (IpAddress::from(self.ip.src()), IpAddress::from(self.ip.dst()));
-            let mut udp = UdpPacket::new_unchecked(&mut ip_packet[self.ip.header_len()..]);
+            let mut udp = UdpPacket::new_unchecked(&mut buf[self.eth_len() + self.ip.header_len()..]);
             udp.fill_checksum(&src, &dst);
         }
-        Ok(icrc)
     }
 }
 

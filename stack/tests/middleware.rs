@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use uroce_stack::link::capture::Capture;
 use uroce_stack::link::impair::{Faults, Impair, ImpairConfig};
 use uroce_stack::link::udp::UdpLink;
-use uroce_stack::link::{Link, RxDatagram};
+use uroce_stack::link::Link;
+use uroce_stack::pcap::LinkType;
 use uroce_stack::testnet::TestNet;
 
 /// The udp link on address `host` of `net`.
@@ -27,8 +28,8 @@ fn run(a: &mut dyn Link, b: &mut dyn Link, b_ip: IpAddr, n: u32, quiet: Duration
     let start = Instant::now();
     let mut last = Instant::now();
     while last.elapsed() < quiet && start.elapsed() < Duration::from_secs(20) {
-        a.recv(Duration::ZERO, &mut |_| {}).unwrap();
-        let got = b.recv(Duration::from_millis(5), &mut |d: &RxDatagram<'_>| psns.push(psn_of(d.roce))).unwrap();
+        recv_each(a, Duration::ZERO, |_| {}).unwrap();
+        let got = recv_each(b, Duration::from_millis(5), |d| psns.push(psn_of(d.roce))).unwrap();
         if got > 0 {
             last = Instant::now();
         }
@@ -103,7 +104,7 @@ fn transmit_loss_and_duplication() {
 fn capture_of_a_udp_link_decodes() {
     let path = std::env::temp_dir().join(format!("uroce-udp-capture-{}.pcap", std::process::id()));
     let net = TestNet::new();
-    let mut a = Capture::to_file(udp(&net, 1), &path).unwrap();
+    let mut a = Capture::to_file(udp(&net, 1), LinkType::RawIp, &path).unwrap();
     let mut b = udp(&net, 2);
     let psns = run(&mut a, &mut b, net.ip(2).into(), 10, Duration::from_millis(100));
     assert_eq!(psns.len(), 10);

@@ -14,9 +14,9 @@ use uroce_stack::link::capture::Capture;
 use uroce_stack::link::packet::PacketLink;
 use uroce_stack::link::tap::TapLink;
 use uroce_stack::link::udp::UdpLink;
-use uroce_stack::link::{DeviceSpec, Integrity, Link, RxDatagram};
+use uroce_stack::link::{DeviceSpec, Integrity, Link};
 use uroce_stack::live::LiveCapture;
-use uroce_stack::pcap::PcapReader;
+use uroce_stack::pcap::{LinkType, PcapReader};
 
 fn spec(s: &str) -> DeviceSpec {
     s.parse().unwrap()
@@ -35,8 +35,8 @@ fn one_way(from: &mut dyn Link, to: &mut dyn Link, to_ip: &str, n: u32, qpn: u32
     let start = Instant::now();
     let mut got: Vec<(Vec<u8>, Integrity)> = Vec::new();
     while got.len() < packets.len() && start.elapsed() < Duration::from_secs(15) {
-        from.recv(Duration::ZERO, &mut |_| {}).unwrap();
-        to.recv(Duration::from_millis(10), &mut |d: &RxDatagram<'_>| got.push((d.roce.to_vec(), d.integrity))).unwrap();
+        recv_each(from, Duration::ZERO, |_| {}).unwrap();
+        recv_each(to, Duration::from_millis(10), |d| got.push((d.roce.to_vec(), d.integrity))).unwrap();
     }
     assert_eq!(got.len(), packets.len(), "to {to_ip}: sender {:?}\nreceiver {:?}", from.stats(), to.stats());
     for (i, (g, _)) in got.iter().enumerate() {
@@ -101,7 +101,8 @@ fn packet_to_packet_ipv4_and_ipv6() {
         let _in = ns.enter(0);
         PacketLink::open(&spec("packet:va,ip=198.18.0.1,ip=fd00::1,mac=02:00:00:00:00:01")).unwrap()
     };
-    let mut a = Capture::to_file(a, &path).unwrap();
+    let frame_type = a.info().frame_type;
+    let mut a = Capture::to_file(a, frame_type, &path).unwrap();
     let (mut b, mut live) = {
         let _in = ns.enter(1);
         let live = LiveCapture::open("vb").unwrap();
@@ -109,9 +110,9 @@ fn packet_to_packet_ipv4_and_ipv6() {
     };
     assert!(a.inner().neighbours().is_empty() && b.neighbours().is_empty());
     assert!(a.inner().has_rx_ring() && b.has_rx_ring(), "frames arrive through the mmap ring");
-    assert_eq!(a.info().path_mtu.bytes(), 1024, "veth MTU 1500 gives path MTU 1024, as on rxe");
-    assert_eq!(a.info().gids.get(1).unwrap().to_ipv6().to_string(), "::ffff:198.18.0.1");
-    assert_eq!(a.info().gids.get(0).unwrap().to_ipv6().to_string(), "fe80::ff:fe00:1");
+    assert_eq!(a.inner().info().path_mtu.bytes(), 1024, "veth MTU 1500 gives path MTU 1024, as on rxe");
+    assert_eq!(a.inner().info().gids.get(1).unwrap().to_ipv6().to_string(), "::ffff:198.18.0.1");
+    assert_eq!(a.inner().info().gids.get(0).unwrap().to_ipv6().to_string(), "fe80::ff:fe00:1");
 
     let v4 = one_way(&mut a, &mut b, "198.18.0.2", 16, 0x11);
     assert!(v4.iter().all(|i| *i == Integrity::Icrc));
@@ -166,13 +167,14 @@ fn tap_to_packet_ipv4_and_ipv6() {
     ns.exec(0, &["ip", "link", "set", &tap_name, "master", "br0"]);
     ns.exec(0, &["ip", "link", "set", "va", "master", "br0"]);
     ns.exec(0, &["ip", "link", "set", "br0", "up"]);
-    let mut t = Capture::to_file(t, &path).unwrap();
+    let frame_type = t.info().frame_type;
+    let mut t = Capture::to_file(t, frame_type, &path).unwrap();
     let (mut p, mut live) = {
         let _in = ns.enter(1);
         let live = LiveCapture::open("vb").unwrap();
         (PacketLink::open(&spec("packet:vb,ip=198.18.0.2,ip=fd00::2,mac=02:00:00:00:00:02")).unwrap(), live)
     };
-    assert_eq!(t.info().kind, "tap");
+    assert_eq!(t.inner().info().kind, "tap");
     one_way(&mut t, &mut p, "198.18.0.2", 8, 0x21);
     one_way(&mut p, &mut t, "198.18.0.1", 8, 0x22);
     one_way(&mut t, &mut p, "fd00::2", 4, 0x23);
@@ -208,8 +210,8 @@ fn udp_to_packet_ipv4_and_ipv6() {
         let _in = ns.enter(0);
         (UdpLink::open(&spec("udp:198.18.0.1")).unwrap(), UdpLink::open(&spec("udp:fd00::1")).unwrap())
     };
-    let mut u4 = Capture::to_file(u4, &path4).unwrap();
-    let mut u6 = Capture::to_file(u6, &path6).unwrap();
+    let mut u4 = Capture::to_file(u4, LinkType::RawIp, &path4).unwrap();
+    let mut u6 = Capture::to_file(u6, LinkType::RawIp, &path6).unwrap();
     let (mut p, mut live) = {
         let _in = ns.enter(1);
         let live = LiveCapture::open("vb").unwrap();
@@ -321,7 +323,7 @@ fn unresolved_neighbour_gives_up_and_counts() {
     a.send(&tx("fd00::99".parse().unwrap(), &packets[..2])).unwrap();
     let start = Instant::now();
     while a.stats().tx_dropped < 7 && start.elapsed() < Duration::from_secs(10) {
-        a.recv(Duration::from_millis(50), &mut |_| panic!("nothing to receive")).unwrap();
+        recv_each(&mut a, Duration::from_millis(50), |_| panic!("nothing to receive")).unwrap();
     }
     let s = a.stats();
     assert_eq!(s.tx_dropped, 7, "{s:?}");

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use uroce_stack::frame::parse_ethernet;
 use uroce_stack::link::capture::{Capture, CaptureMode};
 use uroce_stack::link::udp::{UdpLink, UdpOffload};
-use uroce_stack::link::{spec, DeviceSpec, Integrity, Link, LinkError, RxDatagram};
+use uroce_stack::link::{open, DeviceSpec, Integrity, Link, LinkError};
 use uroce_stack::live::LiveCapture;
 use uroce_stack::pcap::{LinkType, PcapReader};
 use uroce_stack::testnet::TestNet;
@@ -36,7 +36,7 @@ fn two_endpoints_exchange_in_batches() {
     let mut got = Vec::new();
     let start = Instant::now();
     while got.len() < packets.len() && start.elapsed() < Duration::from_secs(10) {
-        b.recv(Duration::from_millis(50), &mut |d: &RxDatagram<'_>| {
+        recv_each(&mut b, Duration::from_millis(50), |d| {
             assert_eq!(d.peer, a_ip);
             assert_eq!(d.local, b_ip);
             assert_eq!(d.src_port, 4791, "a kernel socket sends from its bound port");
@@ -77,7 +77,7 @@ fn ipv6_loopback_is_fully_checked() {
     let mut n = 0;
     let start = Instant::now();
     while n < packets.len() && start.elapsed() < Duration::from_secs(10) {
-        a.recv(Duration::from_millis(50), &mut |d: &RxDatagram<'_>| {
+        recv_each(&mut a, Duration::from_millis(50), |d| {
             assert_eq!(d.integrity, Integrity::Icrc);
             n += 1;
         })
@@ -110,10 +110,10 @@ fn corrupt_packets_are_dropped_and_counted() {
 fn clear_open_errors() {
     let net = TestNet::new();
     let _held = udp_on(&net, 1);
-    let e = spec::open(&net.udp(1)).err().unwrap();
+    let e = open(&net.udp(1)).err().unwrap();
     assert!(matches!(e, LinkError::AddressInUse(_)), "{e}");
     assert!(e.to_string().contains(&format!("{}:4791 is in use", net.ip(1))), "{e}");
-    let e = spec::open("udp:203.0.113.9").err().unwrap();
+    let e = open("udp:203.0.113.9").err().unwrap();
     assert!(e.to_string().contains("not an address of this host"), "{e}");
 }
 
@@ -146,7 +146,7 @@ fn signed_header_is_the_wire_header() {
     // Without GSO: on lo a GSO datagram is segmented after the capture point, at
     // the receiver (`offloads_every_way` checks those segments' IP IDs).
     let a = UdpLink::open_with(&net.udp(1).parse().unwrap(), UdpOffload::NONE).unwrap();
-    let mut a = Capture::new(a, Vec::new(), CaptureMode::TxOnly).unwrap();
+    let mut a = Capture::new(a, LinkType::RawIp, Vec::new(), CaptureMode::TxOnly).unwrap();
     let mut b = udp_on(&net, 2);
     let packets: Vec<Vec<u8>> = (0..16).map(|i| roce_packet(0x33, i, &vec![i as u8; 4 * i as usize])).collect();
     a.send(&tx(IpAddr::V4(net.ip(2)), &packets)).unwrap();
@@ -216,8 +216,7 @@ fn offloads_every_way() {
         let mut got = Vec::new();
         let start = Instant::now();
         while got.len() < packets.len() && start.elapsed() < Duration::from_secs(10) {
-            b.recv(Duration::from_millis(20), &mut |d: &RxDatagram<'_>| got.push((psn_of(d.roce), d.integrity)))
-                .unwrap();
+            recv_each(&mut b, Duration::from_millis(20), |d| got.push((psn_of(d.roce), d.integrity))).unwrap();
         }
         assert_eq!(got.len(), packets.len(), "gso {gso} gro {gro}: {:?}", b.stats());
         for (n, (psn, integrity)) in got.iter().enumerate() {
@@ -239,9 +238,9 @@ fn offloads_every_way() {
 #[test]
 fn errors_without_privilege_name_the_capability() {
     if std::env::var_os("UROCE_TEST_AS_USER").is_some() || !is_root() {
-        let e = spec::open("packet:lo").err().unwrap().to_string();
+        let e = open("packet:lo").err().unwrap().to_string();
         assert!(e.contains("needs CAP_NET_RAW"), "{e}");
-        let e = spec::open("tap:uroce-nope0,ip=198.18.0.1/24").err().unwrap().to_string();
+        let e = open("tap:uroce-nope0,ip=198.18.0.1/24").err().unwrap().to_string();
         assert!(e.contains("needs CAP_NET_ADMIN"), "{e}");
         println!("unprivileged errors: ok");
         return;
@@ -295,7 +294,7 @@ fn ipv6_datagrams_with_a_zero_udp_checksum_reach_the_link() {
     // The ICRC of this test packet is not the one for these headers: each
     // datagram that reaches the link is counted as a bad ICRC.
     while link.stats().rx_icrc_bad < 4 && start.elapsed() < Duration::from_secs(5) {
-        link.recv(Duration::from_millis(50), &mut |_| panic!("the ICRC cannot match")).unwrap();
+        recv_each(&mut link, Duration::from_millis(50), |_| panic!("the ICRC cannot match")).unwrap();
     }
     assert_eq!(link.stats().rx_icrc_bad, 4, "{:?}", link.stats());
 }

@@ -4,7 +4,7 @@
 //! sent and received (LINKTYPE_RAW), rebuilt from what was signed and what the
 //! kernel reported. Capture sees the wire, so it sits under any impairment.
 
-use super::{Direction, Link, LinkInfo, LinkStats, RxDatagram, TxDatagram};
+use super::{Direction, Link, LinkStats, RxBatch, TxDatagram};
 use crate::pcap::{LinkType, PcapWriter};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -20,26 +20,31 @@ pub enum CaptureMode {
     TxOnly,
 }
 
-type Shared<W> = Arc<Mutex<Option<PcapWriter<W>>>>;
+/// The pcap writer, shared with the sink the link calls.
+type SharedPcapWriter<W> = Arc<Mutex<Option<PcapWriter<W>>>>;
 
 /// A link whose frames are written to a pcap stream.
 pub struct Capture<L: Link, W: Write + Send + 'static = BufWriter<File>> {
     inner: L,
-    writer: Shared<W>,
+    writer: SharedPcapWriter<W>,
     errors: Arc<Mutex<Option<io::Error>>>,
 }
 
 impl<L: Link> Capture<L, BufWriter<File>> {
-    /// Captures `inner` into the file at `path` (created or truncated).
-    pub fn to_file(inner: L, path: impl AsRef<Path>) -> io::Result<Self> {
+    /// Captures `inner`, whose frames are of type `frame_type`
+    /// ([`super::LinkInfo::frame_type`]), into the file at `path` (created
+    /// or truncated).
+    pub fn to_file(inner: L, frame_type: LinkType, path: impl AsRef<Path>) -> io::Result<Self> {
         let f = BufWriter::new(File::create(path)?);
-        Capture::new(inner, f, CaptureMode::Both)
+        Capture::new(inner, frame_type, f, CaptureMode::Both)
     }
 }
 
 impl<L: Link, W: Write + Send + 'static> Capture<L, W> {
-    pub fn new(mut inner: L, out: W, mode: CaptureMode) -> io::Result<Self> {
-        let writer: Shared<W> = Arc::new(Mutex::new(Some(PcapWriter::new(out, inner.frame_type())?)));
+    /// Captures `inner`, whose frames are of type `frame_type`
+    /// ([`super::LinkInfo::frame_type`]), into `out`.
+    pub fn new(mut inner: L, frame_type: LinkType, out: W, mode: CaptureMode) -> io::Result<Self> {
+        let writer: SharedPcapWriter<W> = Arc::new(Mutex::new(Some(PcapWriter::new(out, frame_type)?)));
         let errors = Arc::new(Mutex::new(None));
         let (w, errs) = (writer.clone(), errors.clone());
         inner.set_frame_sink(Some(Box::new(move |dir, frame| {
@@ -103,17 +108,11 @@ impl<L: Link, W: Write + Send + 'static> Link for Capture<L, W> {
     fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
         self.inner.send(batch)
     }
-    fn recv(&mut self, timeout: Duration, f: &mut dyn FnMut(&RxDatagram<'_>)) -> io::Result<usize> {
-        self.inner.recv(timeout, f)
-    }
-    fn info(&self) -> &LinkInfo {
-        self.inner.info()
+    fn recv(&mut self, timeout: Duration, batch: &mut RxBatch) -> io::Result<usize> {
+        self.inner.recv(timeout, batch)
     }
     fn stats(&self) -> LinkStats {
         self.inner.stats()
-    }
-    fn frame_type(&self) -> LinkType {
-        self.inner.frame_type()
     }
     fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
         self.inner.wait_fd()

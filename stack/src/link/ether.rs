@@ -4,16 +4,18 @@
 
 use super::gid::{Gid, GidTable};
 use super::neighbour::{self, Ndisc, NeighbourCache, NeighbourConfig, Resolution};
-use super::{wire_addr, Direction, FrameSink, Integrity, LinkInfo, LinkStats, RxDatagram, TxDatagram};
+use super::{wire_addr, Direction, FrameSink, Integrity, LinkInfo, LinkStats, RxBatch, TxDatagram};
 use crate::frame::{
     parse_ethernet, EthFields, FrameError, FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, ETH_HDR, IPV4_HDR, IPV6_HDR,
     UDP_HDR,
 };
+use crate::pcap::LinkType;
 use crate::sys::mmsg::{self, RxMeta, MAX_BATCH};
 use crate::sys::udp::UdpSocket;
 use smoltcp::wire::{ArpOperation, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::ops::Range;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 use uroce_transport::engine::Mtu;
@@ -76,7 +78,6 @@ pub(crate) struct EtherLink<I: FrameIo> {
     tx_buf: Vec<u8>,
     ctl: Vec<Ctl>,
     pool: Vec<Vec<u8>>,
-    rx_buf: Vec<u8>,
     metas: Vec<RxMeta>,
     sink: Option<FrameSink>,
     probes: Vec<IpAddr>,
@@ -102,6 +103,7 @@ impl<I: FrameIo> EtherLink<I> {
             path_mtu,
             gids,
             rx_queue_packets: cfg.rx_queue_packets,
+            frame_type: LinkType::Ethernet,
         };
         let slot = (cfg.mtu + ETH_HDR).min(MAX_SLOT);
         EtherLink {
@@ -118,7 +120,6 @@ impl<I: FrameIo> EtherLink<I> {
             tx_buf: vec![0; slot * MAX_BATCH],
             ctl: Vec::new(),
             pool: Vec::new(),
-            rx_buf: vec![0; slot * MAX_BATCH],
             metas: vec![RxMeta::default(); MAX_BATCH],
             sink: None,
             probes: Vec::new(),
@@ -391,7 +392,7 @@ impl<I: FrameIo> EtherLink<I> {
         }
     }
 
-    pub(crate) fn recv(&mut self, timeout: Duration, f: &mut dyn FnMut(&RxDatagram<'_>)) -> io::Result<usize> {
+    pub(crate) fn recv(&mut self, timeout: Duration, batch: &mut RxBatch) -> io::Result<usize> {
         let now = Instant::now();
         self.run_timers(now);
         self.flush_ctl()?;
@@ -401,38 +402,31 @@ impl<I: FrameIo> EtherLink<I> {
             return Ok(0);
         }
         self.stats.rx_syscalls += 1;
-        let mut rx_buf = std::mem::take(&mut self.rx_buf);
-        let mut metas = std::mem::take(&mut self.metas);
-        let got = self.io.recv(&mut rx_buf, self.slot, &mut metas);
-        let got = match got {
-            Ok(n) => n,
-            Err(e) => {
-                self.rx_buf = rx_buf;
-                self.metas = metas;
-                return Err(e);
-            }
-        };
+        let slot = self.slot;
+        let base = batch.next_offset();
+        let got = self.io.recv(batch.area(slot * MAX_BATCH), slot, &mut self.metas)?;
+        batch.commit(got * slot);
         self.stats.rx_max_batch = self.stats.rx_max_batch.max(got as u64);
         let now = Instant::now();
-        let mut delivered = 0;
-        for (i, m) in metas.iter().enumerate().take(got) {
-            let frame = &rx_buf[i * self.slot..i * self.slot + m.len];
+        let mut kept = 0;
+        for i in 0..got {
+            let m = self.metas[i];
             if m.truncated {
                 self.stats.rx_malformed += 1;
                 continue;
             }
-            if self.on_frame(frame, now, f) {
-                delivered += 1;
+            let start = base + i * slot;
+            if self.on_frame(batch, start..start + m.len, now) {
+                kept += 1;
             }
         }
-        self.rx_buf = rx_buf;
-        self.metas = metas;
         self.flush_ctl()?;
-        Ok(delivered)
+        Ok(kept)
     }
 
-    /// Handles one received frame; `true` if it delivered a datagram.
-    fn on_frame(&mut self, frame: &[u8], now: Instant, f: &mut dyn FnMut(&RxDatagram<'_>)) -> bool {
+    /// Handles the frame at `at` of `batch`; `true` if it kept a datagram.
+    fn on_frame(&mut self, batch: &mut RxBatch, at: Range<usize>, now: Instant) -> bool {
+        let frame = batch.bytes(at.clone());
         if frame.len() < ETH_HDR {
             self.stats.rx_other += 1;
             return false;
@@ -492,17 +486,15 @@ impl<I: FrameIo> EtherLink<I> {
         }
         self.stats.rx_packets += 1;
         self.stats.rx_bytes += p.roce.len() as u64;
-        let d = RxDatagram {
-            peer: p.repr.ip.src(),
-            src_port: p.repr.udp.src_port,
-            local: dst,
-            roce: p.roce,
-            integrity: Integrity::Icrc,
-        };
-        f(&d);
+        // Where the RoCE packet lies: it ends the frame's UDP payload.
+        let offset = p.roce.as_ptr() as usize - frame.as_ptr() as usize;
+        let roce = at.start + offset..at.start + offset + p.roce.len();
+        let (peer, src_port) = (p.repr.ip.src(), p.repr.udp.src_port);
+        batch.keep_at(peer, src_port, dst, roce, Integrity::Icrc);
         true
     }
 
+    /// What the link is (also returned by [`super::open`]).
     pub(crate) fn info(&self) -> &LinkInfo {
         &self.info
     }
@@ -546,9 +538,17 @@ fn drop_frame(e: &io::Error) -> bool {
     )
 }
 
-/// The Link implementation of a newtype around an [`EtherLink`].
+/// The Link implementation of a newtype around an [`EtherLink`], and its
+/// `info()`.
 macro_rules! ether_link_impl {
     ($t:ty) => {
+        impl $t {
+            /// What the link is (also returned by [`$crate::link::open`]).
+            pub fn info(&self) -> &$crate::link::LinkInfo {
+                self.0.info()
+            }
+        }
+
         impl $crate::link::Link for $t {
             fn send(&mut self, batch: &[$crate::link::TxDatagram<'_>]) -> std::io::Result<usize> {
                 self.0.send(batch)
@@ -556,18 +556,12 @@ macro_rules! ether_link_impl {
             fn recv(
                 &mut self,
                 timeout: std::time::Duration,
-                f: &mut dyn FnMut(&$crate::link::RxDatagram<'_>),
+                batch: &mut $crate::link::RxBatch,
             ) -> std::io::Result<usize> {
-                self.0.recv(timeout, f)
-            }
-            fn info(&self) -> &$crate::link::LinkInfo {
-                self.0.info()
+                self.0.recv(timeout, batch)
             }
             fn stats(&self) -> $crate::link::LinkStats {
                 self.0.stats()
-            }
-            fn frame_type(&self) -> $crate::pcap::LinkType {
-                $crate::pcap::LinkType::Ethernet
             }
             fn set_frame_sink(&mut self, sink: Option<$crate::link::FrameSink>) {
                 self.0.set_frame_sink(sink)
@@ -653,7 +647,11 @@ mod tests {
     fn adverts_after_solicit(link: &mut EtherLink<Recorder>, src: Ipv6Addr, target: Ipv6Addr) -> usize {
         let mut frame = Vec::new();
         neighbour::neighbour_solicit(&mut frame, PEER, src, target);
-        assert!(!link.on_frame(&frame, Instant::now(), &mut |_| {}));
+        let mut batch = RxBatch::new();
+        batch.area(frame.len()).copy_from_slice(&frame);
+        batch.commit(frame.len());
+        assert!(!link.on_frame(&mut batch, 0..frame.len(), Instant::now()));
+        assert!(batch.is_empty());
         link.flush_ctl().unwrap();
         link.io.sent.iter().filter(|f| matches!(neighbour::parse_ndisc(f), Some(Ndisc::Advert { target: t, mac, .. }) if t == target && mac == OURS)).count()
     }

@@ -13,8 +13,7 @@
 //!   (Transmit corruption cannot be modelled above the link: the link signs
 //!   what it is given.)
 
-use super::{FrameSink, Integrity, Link, LinkInfo, LinkStats, RxDatagram, TxDatagram};
-use crate::pcap::LinkType;
+use super::{FrameSink, Integrity, Link, LinkStats, RxBatch, RxDatagram, TxDatagram};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::io;
@@ -144,6 +143,8 @@ pub struct Impair<L: Link> {
     tx_q: Queue,
     rx_q: Queue,
     stats: ImpairStats,
+    /// What the inner link's last receive brought, before impairment.
+    arrived: RxBatch,
 }
 
 fn chance(rng: &mut ChaCha8Rng, p: f64) -> bool {
@@ -171,6 +172,7 @@ impl<L: Link> Impair<L> {
             tx_q: Queue::new(),
             rx_q: Queue::new(),
             stats: ImpairStats::default(),
+            arrived: RxBatch::new(),
         }
     }
 
@@ -209,6 +211,49 @@ impl<L: Link> Impair<L> {
             self.tx_q.recycle(h);
         }
         r
+    }
+}
+
+impl<L: Link> Impair<L> {
+    /// Loses, duplicates, corrupts, delays or reorders one datagram the
+    /// inner link received, holding what survives until it is due.
+    fn impair_arrival(&mut self, d: &RxDatagram<'_>) {
+        let faults = self.cfg.rx;
+        if chance(&mut self.rx_rng, faults.loss) {
+            self.stats.rx_lost += 1;
+            return;
+        }
+        let copies = if chance(&mut self.rx_rng, faults.duplicate) {
+            self.stats.rx_duplicated += 1;
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let corrupt = chance(&mut self.rx_rng, faults.corrupt) && !d.roce.is_empty();
+            if corrupt && d.integrity != Integrity::Unchecked {
+                self.rx_rng.gen::<u32>();
+                self.stats.corrupt_caught += 1;
+                continue;
+            }
+            let reordered = chance(&mut self.rx_rng, faults.reorder);
+            let wait = hold(&mut self.rx_rng, &faults, reordered);
+            self.stats.rx_reordered += u64::from(reordered);
+            self.stats.rx_delayed += u64::from(!reordered && !wait.is_zero());
+            if !self.rx_q.push(Instant::now() + wait, d.peer, d.src_port, d.local, d.integrity, d.roce) {
+                self.stats.rx_lost += 1;
+                continue;
+            }
+            if corrupt {
+                self.stats.rx_corrupted += 1;
+                let bit = self.rx_rng.gen_range(0..d.roce.len() * 8);
+                // The datagram just pushed is the one with the highest seq.
+                let seq = self.rx_q.seq;
+                if let Some(h) = self.rx_q.held.iter_mut().find(|h| h.seq == seq) {
+                    h.data[bit / 8] ^= 1 << (bit % 8);
+                }
+            }
+        }
     }
 }
 
@@ -251,9 +296,8 @@ impl<L: Link> Link for Impair<L> {
         Ok(sent)
     }
 
-    fn recv(&mut self, timeout: Duration, f: &mut dyn FnMut(&RxDatagram<'_>)) -> io::Result<usize> {
+    fn recv(&mut self, timeout: Duration, batch: &mut RxBatch) -> io::Result<usize> {
         let deadline = Instant::now() + timeout;
-        let faults = self.cfg.rx;
         // Bounded: each round either delivers, or waits until a due time or the deadline.
         for _ in 0..1000 {
             let now = Instant::now();
@@ -262,7 +306,7 @@ impl<L: Link> Link for Impair<L> {
             if n > 0 {
                 let due: Vec<Held> = self.rx_q.held.drain(..n).collect();
                 for h in due {
-                    f(&RxDatagram {
+                    batch.push(&RxDatagram {
                         peer: h.peer,
                         src_port: h.src_port,
                         local: h.local,
@@ -275,59 +319,20 @@ impl<L: Link> Link for Impair<L> {
             }
             let until = self.next_due().map_or(deadline, |d| d.min(deadline).max(now));
             let wait = until.saturating_duration_since(now);
-            let (rng, q, stats) = (&mut self.rx_rng, &mut self.rx_q, &mut self.stats);
-            self.inner.recv(wait, &mut |d: &RxDatagram<'_>| {
-                if chance(rng, faults.loss) {
-                    stats.rx_lost += 1;
-                    return;
-                }
-                let copies = if chance(rng, faults.duplicate) {
-                    stats.rx_duplicated += 1;
-                    2
-                } else {
-                    1
-                };
-                for _ in 0..copies {
-                    let corrupt = chance(rng, faults.corrupt) && !d.roce.is_empty();
-                    if corrupt && d.integrity != Integrity::Unchecked {
-                        rng.gen::<u32>();
-                        stats.corrupt_caught += 1;
-                        continue;
-                    }
-                    let reordered = chance(rng, faults.reorder);
-                    let wait = hold(rng, &faults, reordered);
-                    stats.rx_reordered += u64::from(reordered);
-                    stats.rx_delayed += u64::from(!reordered && !wait.is_zero());
-                    if !q.push(Instant::now() + wait, d.peer, d.src_port, d.local, d.integrity, d.roce) {
-                        stats.rx_lost += 1;
-                        continue;
-                    }
-                    if corrupt {
-                        stats.rx_corrupted += 1;
-                        let bit = rng.gen_range(0..d.roce.len() * 8);
-                        // The datagram just pushed is the one with the highest seq.
-                        let seq = q.seq;
-                        if let Some(h) = q.held.iter_mut().find(|h| h.seq == seq) {
-                            h.data[bit / 8] ^= 1 << (bit % 8);
-                        }
-                    }
-                }
-            })?;
+            let mut arrived = std::mem::take(&mut self.arrived);
+            arrived.clear();
+            let r = self.inner.recv(wait, &mut arrived);
+            arrived.iter().for_each(|d| self.impair_arrival(&d));
+            self.arrived = arrived;
+            r?;
             if Instant::now() >= deadline && self.rx_q.due_count(Instant::now()) == 0 {
                 return Ok(0);
             }
         }
         Ok(0)
     }
-
-    fn info(&self) -> &LinkInfo {
-        self.inner.info()
-    }
     fn stats(&self) -> LinkStats {
         self.inner.stats()
-    }
-    fn frame_type(&self) -> LinkType {
-        self.inner.frame_type()
     }
     fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
         self.inner.wait_fd()

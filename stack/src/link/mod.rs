@@ -13,7 +13,8 @@
 //! [`tap::TapLink`] (a TAP device). Middleware wraps any link:
 //! [`capture::Capture`] writes a pcap file, [`impair::Impair`] loses, duplicates,
 //! reorders, corrupts and delays from a seed. [`spec::DeviceSpec`] parses the
-//! `-d` device names and opens the link.
+//! `-d` device names; [`open`] opens the link one names and returns, once,
+//! what it is ([`LinkInfo`]).
 
 use crate::pcap::LinkType;
 use core::fmt;
@@ -22,21 +23,27 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 use uroce_transport::engine::Mtu;
 
+mod batch;
 pub mod capture;
+mod error;
 mod ether;
 pub mod gid;
 pub mod impair;
 pub mod neighbour;
 pub mod netns;
+mod open;
 pub mod packet;
 pub mod spec;
 pub mod tap;
 pub mod udp;
 
+pub use batch::RxBatch;
 pub use capture::Capture;
+pub use error::LinkError;
 pub use gid::{Gid, GidTable};
 pub use impair::{Impair, ImpairConfig};
-pub use spec::{DeviceSpec, LinkError};
+pub use open::{open, open_default, OpenedLink};
+pub use spec::DeviceSpec;
 
 /// A RoCEv2 datagram to send.
 #[derive(Debug, Clone, Copy)]
@@ -86,7 +93,7 @@ pub enum Direction {
 
 /// Receives every frame a link puts on or takes off its wire, exactly as
 /// there (for a udp link: the IP packet the kernel sends or received), in the
-/// format of [`Link::frame_type`].
+/// format of [`LinkInfo::frame_type`].
 pub type FrameSink = Box<dyn FnMut(Direction, &[u8]) + Send>;
 
 /// Counters of one link. `*_max_batch` are the largest batches a single
@@ -145,9 +152,12 @@ pub struct LinkInfo {
     /// How many full-size packets (path MTU) the receive side queues before
     /// it drops, about; 0 when unknown. Senders keep less than this in flight.
     pub rx_queue_packets: usize,
+    /// The pcap link type of the frames given to a [`FrameSink`].
+    pub frame_type: LinkType,
 }
 
-/// A wire for RoCEv2 datagrams, moved in batches.
+/// A wire for RoCEv2 datagrams, moved in batches: what every link does. What
+/// a link is (addresses, MTU, GIDs) is static and comes once, from [`open`].
 pub trait Link: Send {
     /// Sends a batch. Every datagram is consumed: put on the wire, queued
     /// (a raw link waiting for its neighbour) or dropped and counted in
@@ -155,27 +165,21 @@ pub trait Link: Send {
     /// Errors are failures of the link itself, not of one datagram.
     fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize>;
 
-    /// Waits up to `timeout` for datagrams, then hands each one of the batch
-    /// received to `f`; returns how many. Also runs the link's timers
-    /// (neighbour resolution), so call it regularly.
-    fn recv(&mut self, timeout: Duration, f: &mut dyn FnMut(&RxDatagram<'_>)) -> io::Result<usize>;
-
-    fn info(&self) -> &LinkInfo;
-
-    fn stats(&self) -> LinkStats;
-
-    /// The pcap link type of the frames given to a [`FrameSink`].
-    fn frame_type(&self) -> LinkType;
-
-    /// Installs (or removes) the sink that sees every frame. Used by [`Capture`].
-    fn set_frame_sink(&mut self, sink: Option<FrameSink>);
+    /// Waits up to `timeout` for datagrams and adds what one receive brings
+    /// to `batch` (checked: bad ones are counted and left out); returns how
+    /// many it added. Also runs the link's timers (neighbour resolution), so
+    /// call it regularly.
+    fn recv(&mut self, timeout: Duration, batch: &mut RxBatch) -> io::Result<usize>;
 
     /// A descriptor that becomes readable when [`Link::recv`] has something to
     /// take: a duplicate, so another thread can wait on it without holding the
     /// link. `None` when the link has none: then wait inside `recv`.
-    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
-        None
-    }
+    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd>;
+
+    fn stats(&self) -> LinkStats;
+
+    /// Installs (or removes) the sink that sees every frame. Used by [`Capture`].
+    fn set_frame_sink(&mut self, sink: Option<FrameSink>);
 
     /// When the link next needs `send` or `recv` called even if nothing arrives
     /// (datagrams an impairment holds back).
@@ -188,23 +192,17 @@ impl<L: Link + ?Sized> Link for Box<L> {
     fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
         (**self).send(batch)
     }
-    fn recv(&mut self, timeout: Duration, f: &mut dyn FnMut(&RxDatagram<'_>)) -> io::Result<usize> {
-        (**self).recv(timeout, f)
+    fn recv(&mut self, timeout: Duration, batch: &mut RxBatch) -> io::Result<usize> {
+        (**self).recv(timeout, batch)
     }
-    fn info(&self) -> &LinkInfo {
-        (**self).info()
+    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        (**self).wait_fd()
     }
     fn stats(&self) -> LinkStats {
         (**self).stats()
     }
-    fn frame_type(&self) -> LinkType {
-        (**self).frame_type()
-    }
     fn set_frame_sink(&mut self, sink: Option<FrameSink>) {
         (**self).set_frame_sink(sink)
-    }
-    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
-        (**self).wait_fd()
     }
     fn next_due(&self) -> Option<std::time::Instant> {
         (**self).next_due()

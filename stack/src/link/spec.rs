@@ -1,15 +1,10 @@
 //! Device specs: `udp:IP`, `packet:IFACE[,ip=IP][,mac=MAC]`, `tap:NAME,ip=IP/LEN`,
-//! each with an optional `,mtu=N` overriding the RoCE path MTU (256..4096);
-//! and the errors of opening a link, phrased so the user can act on them.
+//! each with an optional `,mtu=N` overriding the RoCE path MTU (256..4096).
 
-use super::packet::PacketLink;
-use super::tap::TapLink;
-use super::udp::UdpLink;
-use super::Link;
+use super::LinkError;
 use core::fmt;
 use core::str::FromStr;
-use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use uroce_transport::engine::Mtu;
 
 /// A parsed `-d` device name.
@@ -36,84 +31,6 @@ pub enum DeviceSpec {
         mac: Option<[u8; 6]>,
         path_mtu: Option<Mtu>,
     },
-}
-
-/// Why a link could not be opened.
-#[derive(Debug)]
-pub enum LinkError {
-    /// The device name does not parse.
-    Spec {
-        spec: String,
-        why: String,
-    },
-    NoSuchInterface(String),
-    /// The operation needs a capability the process lacks.
-    NotPermitted {
-        what: String,
-        cap: &'static str,
-    },
-    /// Another socket (another uroce, or the kernel's rdma_rxe) holds the port.
-    AddressInUse(SocketAddr),
-    /// The address is not one of this host's.
-    AddressNotAvailable(IpAddr),
-    /// The interface has no address of the family needed and none was given.
-    NoAddress {
-        iface: String,
-    },
-    Io {
-        what: String,
-        source: io::Error,
-    },
-}
-
-impl LinkError {
-    /// Classifies an OS error of `what`, naming `cap` if it is a permission error.
-    pub fn os(what: impl Into<String>, e: io::Error, cap: &'static str) -> LinkError {
-        let what = what.into();
-        match e.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) => LinkError::NotPermitted { what, cap },
-            Some(libc::ENODEV) => LinkError::NoSuchInterface(what),
-            _ => LinkError::Io { what, source: e },
-        }
-    }
-}
-
-impl fmt::Display for LinkError {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        match self {
-            LinkError::Spec { spec, why } => write!(
-                f,
-                "bad device {spec:?}: {why} (expected udp:IP, packet:IFACE[,ip=IP][,mac=MAC] or tap:NAME,ip=IP/LEN, \
-                 each with an optional ,mtu=256|512|1024|2048|4096)"
-            ),
-            LinkError::NoSuchInterface(n) => write!(f, "no interface named {n:?}: `ip link` lists the interfaces"),
-            LinkError::NotPermitted { what, cap } => write!(
-                f,
-                "{what} needs {cap}: run as root, or `sudo setcap {}+ep` on the program",
-                cap.to_ascii_lowercase()
-            ),
-            LinkError::AddressInUse(a) => write!(
-                f,
-                "{a} is in use by another socket (another uroce, or the kernel's rdma_rxe: `rdma link` lists it)"
-            ),
-            LinkError::AddressNotAvailable(ip) => {
-                write!(f, "{ip} is not an address of this host: `ip addr` lists them (any 127.x.y.z works on loopback)")
-            }
-            LinkError::NoAddress { iface } => {
-                write!(f, "interface {iface} has no IPv4 or IPv6 address: give one with ip=")
-            }
-            LinkError::Io { what, source } => write!(f, "{what}: {source}"),
-        }
-    }
-}
-
-impl std::error::Error for LinkError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            LinkError::Io { source, .. } => Some(source),
-            _ => None,
-        }
-    }
 }
 
 fn parse_mac(s: &str) -> Option<[u8; 6]> {
@@ -266,38 +183,6 @@ impl fmt::Display for DeviceSpec {
     }
 }
 
-impl DeviceSpec {
-    /// Opens the link this spec names.
-    pub fn open(&self) -> Result<Box<dyn Link>, LinkError> {
-        Ok(match self {
-            DeviceSpec::Udp { .. } => Box::new(UdpLink::open(self)?),
-            DeviceSpec::Packet { .. } => Box::new(PacketLink::open(self)?),
-            DeviceSpec::Tap { .. } => Box::new(TapLink::open(self)?),
-        })
-    }
-}
-
-/// The default device: the udp link on the first free loopback address from
-/// `127.0.0.1` up, so that a server and a client started on one machine with
-/// no `-d` both get one (each learns the other's GID in the out-of-band exchange).
-pub fn open_default() -> Result<Box<dyn Link>, LinkError> {
-    let mut last = None;
-    for host in 1..=254u8 {
-        let spec = DeviceSpec::Udp { ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, host)), scope: None, path_mtu: None };
-        match UdpLink::open(&spec) {
-            Ok(l) => return Ok(Box::new(l)),
-            Err(e @ LinkError::AddressInUse(_)) => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or(LinkError::Spec { spec: "udp:127.0.0.x".into(), why: "no loopback address free".into() }))
-}
-
-/// Parses and opens a device spec.
-pub fn open(spec: &str) -> Result<Box<dyn Link>, LinkError> {
-    spec.parse::<DeviceSpec>()?.open()
-}
-
 #[cfg(test)]
 mod test {
     use super::*;
@@ -346,38 +231,5 @@ mod test {
         assert!(err("udp:127.0.0.1,mtu=1500").contains("not an IB MTU"));
         assert!(err("udp:127.0.0.1,ip=1.2.3.4").contains("unknown option \"ip\""));
         assert!(err("packet:eth0,ip=1.2.3.4,ip=1.2.3.5").contains("two ip="));
-    }
-
-    #[test]
-    fn privilege_errors_name_the_capability() {
-        let e = LinkError::os(
-            "opening an AF_PACKET socket on eth0",
-            io::Error::from_raw_os_error(libc::EPERM),
-            "CAP_NET_RAW",
-        );
-        assert_eq!(
-            e.to_string(),
-            "opening an AF_PACKET socket on eth0 needs CAP_NET_RAW: run as root, or `sudo setcap cap_net_raw+ep` on the program"
-        );
-        let e = LinkError::os("creating TAP device ut0", io::Error::from_raw_os_error(libc::EACCES), "CAP_NET_ADMIN");
-        assert!(e.to_string().contains("needs CAP_NET_ADMIN"));
-    }
-
-    #[test]
-    fn default_device_steps_past_busy_addresses() {
-        // The default addresses are every process's: one such test at a time.
-        let _default = crate::testnet::default_loopback_guard();
-        let a = open_default().unwrap();
-        let b = open_default().unwrap();
-        assert_ne!(a.info().ipv4, b.info().ipv4);
-        assert!(a.info().ipv4.unwrap().is_loopback() && b.info().ipv4.unwrap().is_loopback());
-    }
-
-    #[test]
-    fn open_errors_name_the_problem() {
-        let e = open("packet:uroce-nosuch0").err().unwrap().to_string();
-        assert!(e.contains("no interface named \"uroce-nosuch0\""), "{e}");
-        let e = open("udp:192.0.2.77").err().unwrap().to_string();
-        assert!(e.contains("is not an address of this host"), "{e}");
     }
 }

@@ -7,7 +7,7 @@
 
 use super::ether::{ether_link_impl, port_guards, EtherConfig, EtherLink, FrameIo};
 use super::neighbour::NeighbourCache;
-use super::spec::{DeviceSpec, LinkError};
+use super::{DeviceSpec, LinkError};
 use crate::sys::iface;
 use crate::sys::mmsg::RxMeta;
 use crate::sys::packet::if_index;

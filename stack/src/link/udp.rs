@@ -25,8 +25,8 @@
 //! Identification, so IPv6 packets are fully checked ([`Integrity::Icrc`]).
 
 use super::gid::{Gid, GidTable};
-use super::spec::{DeviceSpec, LinkError};
-use super::{wire_addr, Direction, FrameSink, Integrity, Link, LinkInfo, LinkStats, RxDatagram, TxDatagram};
+use super::{wire_addr, Direction, FrameSink, Integrity, Link, LinkInfo, LinkStats, RxBatch, TxDatagram};
+use super::{DeviceSpec, LinkError};
 use crate::frame::{FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, UDP_HDR};
 use crate::pcap::LinkType;
 use crate::sys::iface;
@@ -36,6 +36,7 @@ use crate::sys::udp::{UdpOptions, UdpSocket};
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
+use std::ops::Range;
 use std::time::Duration;
 use uroce_transport::engine::Mtu;
 use uroce_transport::icrc;
@@ -88,7 +89,8 @@ pub struct UdpLink {
     scope_id: u32,
     info: LinkInfo,
     stats: LinkStats,
-    rx_buf: Vec<u8>,
+    /// Receive slots per system call.
+    nslots: usize,
     metas: Vec<RxMeta>,
     sink: Option<FrameSink>,
     scratch: Vec<u8>,
@@ -138,7 +140,9 @@ impl UdpLink {
         let (slot, nslots) = if offload.gro { (GRO_SLOT, GRO_BATCH) } else { (SLOT, MAX_BATCH) };
         let rx_queue_packets = sock.receive_buffer() / skb_truesize(path_mtu.bytes() as usize);
         let name = spec.to_string();
-        let info = LinkInfo { kind: "udp", name, ifname, mac, ipv4, ipv6, mtu, path_mtu, gids, rx_queue_packets };
+        let frame_type = LinkType::RawIp;
+        let info =
+            LinkInfo { kind: "udp", name, ifname, mac, ipv4, ipv6, mtu, path_mtu, gids, rx_queue_packets, frame_type };
         Ok(UdpLink {
             sock,
             offload,
@@ -148,7 +152,7 @@ impl UdpLink {
             scope_id,
             info,
             stats: LinkStats::default(),
-            rx_buf: vec![0; slot * nslots],
+            nslots,
             metas: vec![RxMeta::default(); MAX_BATCH],
             sink: None,
             scratch: Vec::with_capacity(SLOT + 64),
@@ -165,6 +169,11 @@ impl UdpLink {
             }
             ip => SocketAddr::new(ip, ROCEV2_UDP_PORT),
         }
+    }
+
+    /// What the link is (also returned by [`super::open`]).
+    pub fn info(&self) -> &LinkInfo {
+        &self.info
     }
 
     /// The offloads in use.
@@ -186,38 +195,24 @@ impl UdpLink {
     }
 
     /// Gives the frame (IP packet) of `repr` around `roce` to the sink, with
-    /// the ICRC `roce` carries (`Some`) or computed over `repr` (`None`).
-    fn to_sink(
-        sink: &mut FrameSink,
-        scratch: &mut Vec<u8>,
-        dir: Direction,
-        repr: &FrameRepr,
-        roce: &[u8],
-        icrc: Option<u32>,
-    ) {
+    /// the ICRC the link computed (sent) or checked (received): never a
+    /// second ICRC pass.
+    fn to_sink(sink: &mut FrameSink, scratch: &mut Vec<u8>, dir: Direction, repr: &FrameRepr, roce: &[u8], icrc: u32) {
         let n = repr.buffer_len(roce.len());
         scratch.clear();
         scratch.resize(n, 0);
         let at = repr.emit(scratch, roce.len());
         let end = at.end;
         scratch[at].copy_from_slice(roce);
-        if repr.seal(scratch).is_err() {
-            return;
-        }
-        if let Some(c) = icrc {
-            // As received: the carried ICRC, then (IPv6) the checksum over it.
-            scratch[end - ICRC_LEN..end].copy_from_slice(&c.to_le_bytes());
-            if repr.udp.checksum == crate::frame::UdpChecksum::Compute {
-                let (s, d) =
-                    (smoltcp::wire::IpAddress::from(repr.ip.src()), smoltcp::wire::IpAddress::from(repr.ip.dst()));
-                smoltcp::wire::UdpPacket::new_unchecked(&mut scratch[repr.ip.header_len()..]).fill_checksum(&s, &d);
-            }
-        }
+        scratch[end - ICRC_LEN..end].copy_from_slice(&icrc.to_le_bytes());
+        repr.seal_checksum(scratch);
         sink(dir, scratch);
     }
 
-    /// Checks and delivers one received RoCE packet; `false` if dropped.
-    fn deliver(&mut self, src: SocketAddr, local: IpAddr, roce: &[u8], f: &mut dyn FnMut(&RxDatagram<'_>)) -> bool {
+    /// Checks the RoCE packet at `at` of `batch` and keeps it there; `false`
+    /// if dropped.
+    fn keep(&mut self, src: SocketAddr, local: IpAddr, batch: &mut RxBatch, at: Range<usize>) -> bool {
+        let roce = batch.bytes(at.clone());
         let peer = wire_addr(src.ip());
         let (Some(mut repr), true) = (Self::repr(peer, local, src.port(), 0), roce.len() >= MIN_ROCE) else {
             self.stats.rx_malformed += 1;
@@ -258,9 +253,9 @@ impl UdpLink {
         self.stats.rx_bytes += roce.len() as u64;
         if let Some(sink) = self.sink.as_mut() {
             // The kernel hides the sender's UDP checksum: shown as zero over IPv4.
-            Self::to_sink(sink, &mut self.scratch, Direction::Rx, &repr, roce, Some(carried));
+            Self::to_sink(sink, &mut self.scratch, Direction::Rx, &repr, roce, carried);
         }
-        f(&RxDatagram { peer, src_port: src.port(), local, roce, integrity });
+        batch.keep_at(peer, src.port(), local, at, integrity);
         true
     }
 }
@@ -391,7 +386,8 @@ impl Link for UdpLink {
                                         if !self.no_check {
                                             repr.udp.checksum = crate::frame::UdpChecksum::Compute;
                                         }
-                                        Self::to_sink(sink, &mut self.scratch, Direction::Tx, &repr, d.roce, None);
+                                        let icrc = u32::from_le_bytes(icrcs[g + seg]);
+                                        Self::to_sink(sink, &mut self.scratch, Direction::Tx, &repr, d.roce, icrc);
                                     }
                                 }
                             }
@@ -419,7 +415,7 @@ impl Link for UdpLink {
         Ok(sent)
     }
 
-    fn recv(&mut self, timeout: Duration, f: &mut dyn FnMut(&RxDatagram<'_>)) -> io::Result<usize> {
+    fn recv(&mut self, timeout: Duration, batch: &mut RxBatch) -> io::Result<usize> {
         // Without a wait, recvmmsg (MSG_DONTWAIT) is the readiness check: one
         // system call where a poll and then a receive would take two.
         if !timeout.is_zero() && !mmsg::wait_readable(self.sock.fd(), timeout)? {
@@ -427,53 +423,34 @@ impl Link for UdpLink {
         }
         self.stats.rx_syscalls += 1;
         let slot = self.slot;
-        let rx_buf = std::mem::take(&mut self.rx_buf);
-        let mut rx_buf = rx_buf;
-        let got = match mmsg::recv_batch(self.sock.fd(), &mut rx_buf, slot, &mut self.metas) {
-            Ok(n) => n,
-            Err(e) => {
-                self.rx_buf = rx_buf;
-                return Err(e);
-            }
-        };
-        let mut delivered = 0;
+        let base = batch.next_offset();
+        let got = mmsg::recv_batch(self.sock.fd(), batch.area(slot * self.nslots), slot, &mut self.metas)?;
+        batch.commit(got * slot);
+        let mut kept = 0;
         let mut moved = 0;
         for i in 0..got {
             let m = self.metas[i];
-            let data = &rx_buf[i * slot..i * slot + m.len];
-            let Some(src) = m.src else {
+            let (Some(src), false) = (m.src, m.truncated) else {
                 self.stats.rx_malformed += 1;
                 continue;
             };
-            if m.truncated {
-                self.stats.rx_malformed += 1;
-                continue;
-            }
             let local = m.dst.unwrap_or(self.local);
-            // GRO: one buffer of equal segments (the last may be shorter).
-            let seg = m.gro_segment.map(usize::from).filter(|s| *s > 0).unwrap_or(data.len().max(1));
-            for roce in data.chunks(seg) {
+            // GRO: one slot of equal segments (the last may be shorter).
+            let start = base + i * slot;
+            let seg = m.gro_segment.map(usize::from).filter(|s| *s > 0).unwrap_or(m.len.max(1));
+            for at in (start..start + m.len).step_by(seg) {
                 moved += 1;
-                if self.deliver(src, local, roce, f) {
-                    delivered += 1;
+                if self.keep(src, local, batch, at..(at + seg).min(start + m.len)) {
+                    kept += 1;
                 }
             }
         }
         self.stats.rx_max_batch = self.stats.rx_max_batch.max(moved as u64);
-        self.rx_buf = rx_buf;
-        Ok(delivered)
-    }
-
-    fn info(&self) -> &LinkInfo {
-        &self.info
+        Ok(kept)
     }
 
     fn stats(&self) -> LinkStats {
         self.stats
-    }
-
-    fn frame_type(&self) -> LinkType {
-        LinkType::RawIp
     }
 
     fn set_frame_sink(&mut self, sink: Option<FrameSink>) {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use uroce_stack::link::netns::NetnsGuard;
-use uroce_stack::link::{Link, RxDatagram, TxDatagram};
+use uroce_stack::link::{Link, RxBatch, RxDatagram, TxDatagram};
 use uroce_stack::pcap::PcapReader;
 use uroce_transport::wire::{BthRepr, Opcode, RoceRepr};
 use uroce_transport::Psn;
@@ -128,6 +128,18 @@ impl Drop for Netns {
     }
 }
 
+/// One receive on `link`, each datagram it brought handed to `f`; how many.
+pub fn recv_each<L: Link + ?Sized>(
+    link: &mut L,
+    timeout: Duration,
+    mut f: impl FnMut(&RxDatagram<'_>),
+) -> std::io::Result<usize> {
+    let mut batch = RxBatch::new();
+    let n = link.recv(timeout, &mut batch)?;
+    batch.iter().for_each(|d| f(&d));
+    Ok(n)
+}
+
 /// Receives until `want` datagrams came or `limit` passed, polling both links
 /// (so a raw link answers ARP while the other waits). Returns the roce bytes.
 pub fn collect(rx: &mut dyn Link, others: &mut [&mut dyn Link], want: usize, limit: Duration) -> Vec<Vec<u8>> {
@@ -135,9 +147,9 @@ pub fn collect(rx: &mut dyn Link, others: &mut [&mut dyn Link], want: usize, lim
     let mut got = Vec::new();
     while got.len() < want && start.elapsed() < limit {
         for o in others.iter_mut() {
-            o.recv(Duration::ZERO, &mut |_| {}).expect("recv on the other link");
+            recv_each(&mut **o, Duration::ZERO, |_| {}).expect("recv on the other link");
         }
-        rx.recv(Duration::from_millis(10), &mut |d: &RxDatagram<'_>| got.push(d.roce.to_vec())).expect("recv");
+        recv_each(rx, Duration::from_millis(10), |d| got.push(d.roce.to_vec())).expect("recv");
     }
     got
 }

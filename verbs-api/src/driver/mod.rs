@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use tx::TxBatch;
-use uroce_stack::link::{Link, LinkInfo, RxDatagram};
+use uroce_stack::link::{Link, LinkInfo, OpenedLink, RxBatch};
 use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Event, Gid, Instant, RxMeta};
 
 pub(crate) use open::{is_open, open_device};
@@ -48,6 +48,8 @@ pub(crate) struct Core {
     /// The transport engine: QPs, CQs, regions, the wire protocol.
     pub engine: Engine,
     link: Box<dyn Link>,
+    /// What the link last received, handed to the engine as one batch.
+    rx: RxBatch,
     /// Transmit buffers, reused by whichever thread sends.
     tx: TxBatch,
     /// CQs armed with `req_notify`, fired when they hold a completion.
@@ -101,8 +103,8 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    fn new(link: Box<dyn Link>, opts: &OpenOptions, seed: u64) -> Result<Driver, Error> {
-        let info = link.info().clone();
+    fn new(opened: OpenedLink, opts: &OpenOptions, seed: u64) -> Result<Driver, Error> {
+        let OpenedLink { link, info } = opened;
         let gid = info.gids.get(0).unwrap_or_default();
         let port_mtu = info.path_mtu;
         let max_inflight_psns = opts.max_inflight_psns.unwrap_or_else(|| progress::inflight_budget(&info));
@@ -111,7 +113,14 @@ impl Driver {
             .map_err(|e| Error::Os { verb: "ibv_open_device", err: e.into() })?;
         Ok(Driver {
             link_fd: link.wait_fd(),
-            core: Mutex::new(Core { engine, link, tx: TxBatch::new(), armed: Vec::new(), qp1: None }),
+            core: Mutex::new(Core {
+                engine,
+                link,
+                rx: RxBatch::new(),
+                tx: TxBatch::new(),
+                armed: Vec::new(),
+                qp1: None,
+            }),
             device_attr: DeviceAttr::for_link(&info),
             info,
             options: opts.clone(),
@@ -175,22 +184,24 @@ impl Driver {
 }
 
 impl Core {
-    /// Hands one batch of what the link received to the engine; how many.
+    /// Takes one receive's batch from the link, then hands the whole batch
+    /// to the engine; how many packets.
     fn receive(&mut self, now: impl Fn() -> Instant, wait: std::time::Duration) -> usize {
-        let Core { link, engine, .. } = self;
-        // One clock read per batch: its packets arrived together.
-        let mut at = None;
-        let mut deliver = |d: &RxDatagram<'_>| {
-            let meta = RxMeta { src_gid: Gid::from_ip(d.peer), dst_gid: Gid::from_ip(d.local) };
-            engine.handle_packet(*at.get_or_insert_with(&now), meta, d.roce);
-        };
-        match link.recv(wait, &mut deliver) {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!("uroce: receiving from the link failed: {e}");
-                0
-            }
+        let Core { link, engine, rx, .. } = self;
+        rx.clear();
+        if let Err(e) = link.recv(wait, rx) {
+            tracing::warn!("uroce: receiving from the link failed: {e}");
         }
+        if rx.is_empty() {
+            return 0;
+        }
+        // One clock read per batch: its packets arrived together.
+        let at = now();
+        for d in rx.iter() {
+            let meta = RxMeta { src_gid: Gid::from_ip(d.peer), dst_gid: Gid::from_ip(d.local) };
+            engine.handle_packet(at, meta, d.roce);
+        }
+        rx.len()
     }
 
     /// Disarms every armed CQ that holds a completion, and says whose

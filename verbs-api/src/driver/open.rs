@@ -5,7 +5,7 @@ use super::{DeviceOwner, Driver};
 use crate::context::{OpenOptions, Progress};
 use crate::error::Error;
 use std::sync::{Arc, Mutex, Weak};
-use uroce_stack::link::{spec, Capture, Impair, Link};
+use uroce_stack::link::{self, Capture, Impair, OpenedLink};
 
 /// The devices open in this process, by the spec they were opened with.
 static OPEN: Mutex<Vec<(String, Weak<DeviceOwner>)>> = Mutex::new(Vec::new());
@@ -37,16 +37,17 @@ pub(crate) fn open_device(spec: &str, opts: &OpenOptions) -> Result<Arc<DeviceOw
 }
 
 /// The link of `spec`, with the impairment and capture `opts` ask for.
-fn open_link(spec: &str, opts: &OpenOptions) -> Result<Box<dyn Link>, Error> {
-    let mut link = spec::open(spec).map_err(Error::Device)?;
+fn open_link(spec: &str, opts: &OpenOptions) -> Result<OpenedLink, Error> {
+    let OpenedLink { mut link, info } = link::open(spec).map_err(Error::Device)?;
     if let Some(cfg) = opts.impair {
         link = Box::new(Impair::new(link, cfg));
     }
     if let Some(path) = &opts.pcap {
-        let captured = Capture::to_file(link, path).map_err(|err| Error::Os { verb: "pcap capture", err })?;
+        let captured =
+            Capture::to_file(link, info.frame_type, path).map_err(|err| Error::Os { verb: "pcap capture", err })?;
         link = Box::new(captured);
     }
-    Ok(link)
+    Ok(OpenedLink { link, info })
 }
 
 /// Whether device `spec` is open in this process.

@@ -1,0 +1,169 @@
+//! The receive batch: slots a link fills and the caller owns.
+//!
+//! A link's receive writes frames straight into the batch's buffer (one
+//! system call's worth), checks them, and keeps the RoCEv2 datagrams as
+//! ranges of that buffer; then it lets go. The caller hands the whole batch
+//! to the engine at once (one lock, one clock read), with no callback back
+//! into the layer above while the link is busy. The buffer is reused from
+//! batch to batch: it grows to the largest receive once and is never zeroed
+//! again.
+
+use super::{Integrity, RxDatagram};
+use std::net::IpAddr;
+use std::ops::Range;
+
+/// Where one kept datagram lies in the batch's buffer, and what the link
+/// learnt of it.
+#[derive(Debug, Clone)]
+struct Kept {
+    peer: IpAddr,
+    src_port: u16,
+    local: IpAddr,
+    at: Range<usize>,
+    integrity: Integrity,
+}
+
+/// Received datagrams in slots the batch owns. See the module documentation.
+#[derive(Debug, Default)]
+pub struct RxBatch {
+    /// Received bytes; `buf[..used]` is what this batch holds.
+    buf: Vec<u8>,
+    used: usize,
+    kept: Vec<Kept>,
+}
+
+impl RxBatch {
+    pub fn new() -> RxBatch {
+        RxBatch::default()
+    }
+
+    /// How many datagrams the batch holds.
+    pub fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty()
+    }
+
+    /// Empties the batch, keeping its buffer for the next receive.
+    pub fn clear(&mut self) {
+        self.used = 0;
+        self.kept.clear();
+    }
+
+    /// The `i`-th datagram, in the order they were received.
+    pub fn get(&self, i: usize) -> Option<RxDatagram<'_>> {
+        self.kept.get(i).map(|k| self.view(k))
+    }
+
+    /// The datagrams, in the order they were received.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = RxDatagram<'_>> + '_ {
+        self.kept.iter().map(|k| self.view(k))
+    }
+
+    fn view<'a>(&'a self, k: &Kept) -> RxDatagram<'a> {
+        RxDatagram {
+            peer: k.peer,
+            src_port: k.src_port,
+            local: k.local,
+            roce: &self.buf[k.at.clone()],
+            integrity: k.integrity,
+        }
+    }
+
+    /// Copies a datagram in: for middleware that held it back, and tests.
+    pub fn push(&mut self, d: &RxDatagram<'_>) {
+        let start = self.used;
+        self.area(d.roce.len()).copy_from_slice(d.roce);
+        self.commit(d.roce.len());
+        self.keep_at(d.peer, d.src_port, d.local, start..start + d.roce.len(), d.integrity);
+    }
+
+    /// Moves every datagram of `other` to the end of this batch (a copy of
+    /// the bytes), leaving `other` empty.
+    pub fn append(&mut self, other: &mut RxBatch) {
+        for d in other.iter() {
+            self.push(&d);
+        }
+        other.clear();
+    }
+
+    /// `len` writable bytes after what the batch holds, for a link's receive
+    /// call. They become part of the batch only through [`RxBatch::commit`].
+    pub(crate) fn area(&mut self, len: usize) -> &mut [u8] {
+        let end = self.used + len;
+        if self.buf.len() < end {
+            self.buf.resize(end, 0);
+        }
+        &mut self.buf[self.used..end]
+    }
+
+    /// Where the next [`RxBatch::area`] starts: add it to offsets within
+    /// that area to get the buffer offsets [`RxBatch::keep_at`] takes.
+    pub(crate) fn next_offset(&self) -> usize {
+        self.used
+    }
+
+    /// Takes the first `len` bytes of the last area into the batch.
+    pub(crate) fn commit(&mut self, len: usize) {
+        self.used = (self.used + len).min(self.buf.len());
+    }
+
+    /// Committed bytes at `at`, for a link to check before it keeps them.
+    pub(crate) fn bytes(&self, at: Range<usize>) -> &[u8] {
+        &self.buf[at]
+    }
+
+    /// Keeps the datagram at `at` (buffer offsets inside committed bytes).
+    pub(crate) fn keep_at(
+        &mut self,
+        peer: IpAddr,
+        src_port: u16,
+        local: IpAddr,
+        at: Range<usize>,
+        integrity: Integrity,
+    ) {
+        debug_assert!(at.end <= self.used, "a kept datagram lies in committed bytes");
+        self.kept.push(Kept { peer, src_port, local, at, integrity });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn gram(roce: &[u8]) -> RxDatagram<'_> {
+        let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        RxDatagram { peer: ip, src_port: 7, local: ip, roce, integrity: Integrity::Unchecked }
+    }
+
+    #[test]
+    fn pushed_and_kept_datagrams_come_out_in_order_and_clear_keeps_the_buffer() {
+        let mut b = RxBatch::new();
+        b.push(&gram(b"first"));
+        let at = b.next_offset();
+        b.area(64)[..6].copy_from_slice(b"second");
+        b.commit(64);
+        b.keep_at(IpAddr::V4(Ipv4Addr::LOCALHOST), 9, IpAddr::V4(Ipv4Addr::LOCALHOST), at..at + 6, Integrity::Icrc);
+        let got: Vec<_> = b.iter().map(|d| (d.roce.to_vec(), d.src_port)).collect();
+        assert_eq!(got, [(b"first".to_vec(), 7), (b"second".to_vec(), 9)]);
+        let cap = b.buf.len();
+        b.clear();
+        assert!(b.is_empty() && b.get(0).is_none());
+        b.push(&gram(b"x"));
+        assert_eq!((b.buf.len(), b.get(0).unwrap().roce), (cap, &b"x"[..]));
+    }
+
+    #[test]
+    fn append_moves_everything() {
+        let (mut a, mut b) = (RxBatch::new(), RxBatch::new());
+        a.push(&gram(b"a"));
+        b.push(&gram(b"b"));
+        b.push(&gram(b"c"));
+        a.append(&mut b);
+        assert!(b.is_empty());
+        assert_eq!(a.iter().map(|d| d.roce[0]).collect::<Vec<_>>(), b"abc");
+    }
+}
