@@ -10,11 +10,14 @@
 //! is computed and stored on send, and checked on receive.
 
 use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
 use uroce_transport::engine::{
     AccessFlags, Engine, Instant, Mtu, QpType, RxMeta, SendWr, Sge, Transmit, WcOpcode, WcStatus, WrOp, MAX_PACKET_LEN,
 };
 use uroce_transport::icrc;
 use uroce_transport::sim::{connect, create_endpoint, Endpoint, LinkConfig, QpOptions, Sim};
+use uroce_transport::wire::ip::{emit_headers, MAX_HEADERS_LEN};
+use uroce_transport::wire::{ICRC_LEN, ROCEV2_UDP_PORT};
 
 /// Bytes of RDMA WRITE payload in the one packet of each message.
 pub const PAYLOAD: usize = 4096;
@@ -29,9 +32,6 @@ pub const STEPS: [(&str, &str); 5] = [
 
 const SRC: u64 = 0x1000_0000;
 const DST: u64 = 0x2000_0000;
-const IPV4_HDR: usize = 20;
-const UDP_HDR: usize = 8;
-const ICRC_LEN: usize = 4;
 
 /// Two connected engines and the buffers of one exchange.
 pub struct Bench {
@@ -138,23 +138,17 @@ impl Default for Bench {
     }
 }
 
-/// The IPv4 and UDP headers the kernel writes for a RoCE packet of `roce_len`
-/// bytes on the udp link (ID 0, DF, TTL 64, UDP checksum 0).
-#[inline(always)]
-fn headers(roce_len: usize, out: &mut [u8; IPV4_HDR + UDP_HDR]) {
-    let total = (IPV4_HDR + UDP_HDR + roce_len) as u16;
-    let udp_len = (UDP_HDR + roce_len) as u16;
-    out[..IPV4_HDR].copy_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-    out[2..4].copy_from_slice(&total.to_be_bytes());
-    out[IPV4_HDR..].copy_from_slice(&[0xc0, 0x01, 0x12, 0xb7, 0, 0, 0, 0]);
-    out[IPV4_HDR + 4..IPV4_HDR + 6].copy_from_slice(&udp_len.to_be_bytes());
-}
+/// The udp link's two ends, whose IPv4 and UDP headers the ICRC covers.
+const FROM: (IpAddr, u16) = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), ROCEV2_UDP_PORT);
+const TO: (IpAddr, u16) = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), ROCEV2_UDP_PORT);
 
+/// The ICRC of `roce` (its last 4 bytes aside) over the headers the udp
+/// link's kernel writes, built per packet as the link builds them.
 #[inline(always)]
 fn icrc_of(roce: &[u8]) -> u32 {
-    let mut h = [0u8; IPV4_HDR + UDP_HDR];
-    headers(roce.len(), &mut h);
-    icrc::compute_parts(&h[..IPV4_HDR], &h[IPV4_HDR..], &roce[..roce.len() - ICRC_LEN]).unwrap_or(0)
+    let mut h = [0u8; MAX_HEADERS_LEN];
+    let Some((iph, n)) = emit_headers(FROM, TO, 0, roce.len(), &mut h) else { return 0 };
+    icrc::compute_parts(&h[..iph], &h[iph..n], &roce[..roce.len() - ICRC_LEN]).unwrap_or(0)
 }
 
 #[inline(always)]

@@ -88,6 +88,13 @@ fn masked_pseudo_header(ip_hdr: &[u8], udp_hdr: &[u8], bth: &[u8], out: &mut [u8
     b.end
 }
 
+/// A fresh CRC-32 state. `Hasher::new` asks the CPU's features each time;
+/// a copy of one made once does not (a dozen instructions a packet).
+fn new_hasher() -> crc32fast::Hasher {
+    static FRESH: std::sync::OnceLock<crc32fast::Hasher> = std::sync::OnceLock::new();
+    FRESH.get_or_init(crc32fast::Hasher::new).clone()
+}
+
 /// The ICRC of a packet given as its parts: the IP header, the UDP header, and
 /// the UDP payload from the BTH up to (not including) the ICRC. Used by senders
 /// whose kernel writes the IP header, and by [`compute`].
@@ -100,7 +107,7 @@ pub fn compute_parts(ip_hdr: &[u8], udp_hdr: &[u8], roce: &[u8]) -> Result<u32, 
     }
     let mut pseudo = [0u8; PSEUDO_MAX];
     let n = masked_pseudo_header(ip_hdr, udp_hdr, &roce[..BTH_LEN], &mut pseudo);
-    let mut h = crc32fast::Hasher::new();
+    let mut h = new_hasher();
     h.update(&pseudo[..n]);
     h.update(&roce[BTH_LEN..]);
     Ok(h.finalize())

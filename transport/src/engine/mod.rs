@@ -500,7 +500,8 @@ impl Engine {
     /// Takes in one received RoCEv2 UDP payload (BTH .. ICRC). The ICRC was
     /// checked below; malformed or unexpected packets are dropped.
     pub fn handle_packet(&mut self, now: Instant, meta: RxMeta, data: &[u8]) {
-        let Ok(pkt) = RocePacket::new_checked(data) else { return };
+        // `parse` checks the lengths (after it, no accessor of `pkt` panics).
+        let pkt = RocePacket::new_unchecked(data);
         let Ok(repr) = RoceRepr::parse(&pkt) else { return };
         let op = repr.bth.opcode;
         // TVer 0 only; the P_Key must match the default one (the membership
@@ -523,7 +524,9 @@ impl Engine {
         } else {
             responder::on_request(qp, &mut self.sh, &meta, &repr, payload);
         }
-        self.settle(repr.bth.dest_qp);
+        // `settle`, with the QP at hand rather than looked up again.
+        qp.sync(&mut self.sh);
+        self.settled(repr.bth.dest_qp);
     }
 
     /// The engine-wide bookkeeping after any input reached QP `qpn` (a verb,
@@ -533,6 +536,11 @@ impl Engine {
         if let Some(qp) = self.qps.get_mut(&qpn) {
             qp.sync(&mut self.sh);
         }
+        self.settled(qpn);
+    }
+
+    /// The rest of [`Engine::settle`] once QP `qpn` is synced.
+    fn settled(&mut self, qpn: u32) {
         self.sched.activate(qpn);
         self.fail_qps_that_lost_completions();
     }

@@ -24,6 +24,9 @@ fixed_header!(
     12
 );
 
+/// The byte of the BTH that holds the opcode.
+pub const OPCODE_BYTE: usize = field::OPCODE;
+
 /// The byte of the BTH that the ICRC masks (FECN, BECN and reserved bits).
 pub const ICRC_MASKED_BYTE: usize = field::ECN_RESV;
 

@@ -64,8 +64,30 @@ impl ExtHeaders {
         self.0 & other.0 == other.0
     }
     /// The total length of these headers on the wire.
-    pub fn len(self) -> usize {
-        Self::ORDER.iter().filter(|(h, _)| self.contains(*h)).map(|(_, l)| l).sum()
+    pub const fn len(self) -> usize {
+        let mut total = 0;
+        let mut i = 0;
+        while i < Self::ORDER.len() {
+            if self.contains(Self::ORDER[i].0) {
+                total += Self::ORDER[i].1;
+            }
+            i += 1;
+        }
+        total
+    }
+
+    /// Where header `which` starts, counted from the end of the BTH, in a
+    /// packet carrying these headers (meaningful when it carries `which`).
+    pub const fn offset_of(self, which: ExtHeaders) -> usize {
+        let mut off = 0;
+        let mut i = 0;
+        while i < Self::ORDER.len() && Self::ORDER[i].0 .0 != which.0 {
+            if self.contains(Self::ORDER[i].0) {
+                off += Self::ORDER[i].1;
+            }
+            i += 1;
+        }
+        off
     }
     pub fn is_empty(self) -> bool {
         self.0 == 0
@@ -81,6 +103,8 @@ pub struct OpcodeInfo {
     pub has_payload: bool,
     /// The name used by IBTA, rxe and this project's dump, e.g. `RC_SEND_FIRST`.
     pub name: &'static str,
+    /// `headers.len()`: bytes of extension headers after the BTH.
+    pub ext_len: usize,
 }
 
 macro_rules! opcodes {
@@ -96,20 +120,39 @@ macro_rules! opcodes {
             /// Every named opcode, for tables and exhaustive tests.
             pub const ALL: &'static [Opcode] = &[$(Opcode::$variant),+];
 
-            /// The specification's facts for this opcode; `None` when unknown.
-            pub const fn info(self) -> Option<OpcodeInfo> {
-                match self {
-                    $( Opcode::$variant => Some(OpcodeInfo {
-                        headers: ExtHeaders::NONE $(.union(ExtHeaders::$hdr))*,
-                        position: Position::$pos,
-                        has_payload: $payload,
-                        name: $name,
-                    }), )+
-                    Opcode::Unknown(_) => None,
-                }
+        }
+
+        /// The specification's facts for opcode byte `value`; `None` when unknown.
+        const fn info_of_byte(value: u8) -> Option<OpcodeInfo> {
+            match value {
+                $( $value => Some(OpcodeInfo {
+                    headers: ExtHeaders::NONE $(.union(ExtHeaders::$hdr))*,
+                    position: Position::$pos,
+                    has_payload: $payload,
+                    name: $name,
+                    ext_len: ExtHeaders::NONE $(.union(ExtHeaders::$hdr))*.len(),
+                }), )+
+                _ => None,
             }
         }
     };
+}
+
+/// [`info_of_byte`] of every byte, made at compile time: what a parser asks
+/// of each packet costs one load.
+static INFO_BY_BYTE: [Option<OpcodeInfo>; 256] = {
+    let mut t = [None; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = info_of_byte(b as u8);
+        b += 1;
+    }
+    t
+};
+
+/// The specification's facts for opcode byte `value`, as a table lookup.
+pub fn info_of(value: u8) -> Option<&'static OpcodeInfo> {
+    INFO_BY_BYTE[usize::from(value)].as_ref()
 }
 
 opcodes! {
@@ -156,6 +199,11 @@ opcodes! {
 }
 
 impl Opcode {
+    /// The specification's facts for this opcode; `None` when unknown.
+    pub fn info(self) -> Option<OpcodeInfo> {
+        info_of(u8::from(self)).copied()
+    }
+
     pub fn transport(self) -> Transport {
         match u8::from(self) >> 5 {
             0 => Transport::Rc,
@@ -167,16 +215,16 @@ impl Opcode {
         }
     }
     pub fn name(self) -> Option<&'static str> {
-        self.info().map(|i| i.name)
+        info_of(u8::from(self)).map(|i| i.name)
     }
     pub fn headers(self) -> Option<ExtHeaders> {
-        self.info().map(|i| i.headers)
+        info_of(u8::from(self)).map(|i| i.headers)
     }
     pub fn position(self) -> Option<Position> {
-        self.info().map(|i| i.position)
+        info_of(u8::from(self)).map(|i| i.position)
     }
     pub fn has_payload(self) -> bool {
-        self.info().is_some_and(|i| i.has_payload)
+        info_of(u8::from(self)).is_some_and(|i| i.has_payload)
     }
     /// Whether this opcode is a response (ACK, atomic ACK, READ response).
     pub fn is_response(self) -> bool {
@@ -222,5 +270,15 @@ mod test {
         assert_eq!(Opcode::from(0x15).info(), None);
         assert_eq!(Opcode::from(0x15).to_string(), "UNKNOWN_0x15");
         assert_eq!(Opcode::ALL.len(), 40);
+    }
+
+    #[test]
+    fn offsets_follow_the_order() {
+        let h = ExtHeaders::RETH.union(ExtHeaders::IMMDT);
+        assert_eq!((h.offset_of(ExtHeaders::RETH), h.offset_of(ExtHeaders::IMMDT)), (0, 16));
+        let h = ExtHeaders::FETH.union(ExtHeaders::RETH);
+        assert_eq!((h.offset_of(ExtHeaders::FETH), h.offset_of(ExtHeaders::RETH)), (0, 4));
+        let h = ExtHeaders::DETH.union(ExtHeaders::IMMDT);
+        assert_eq!(h.offset_of(ExtHeaders::IMMDT), 8);
     }
 }

@@ -32,16 +32,16 @@ impl<T: AsRef<[u8]>> RocePacket<T> {
         if len < Bth::<&[u8]>::LEN + ICRC_LEN {
             return Err(Error::Truncated);
         }
+        let shape = self.shape();
         let data = len - ICRC_LEN;
-        if data < self.header_len() {
+        if data < shape.header_len {
             return Err(Error::Truncated);
         }
-        let body = data - self.header_len();
-        let op = self.bth().opcode();
-        if op.info().is_none() {
+        let body = data - shape.header_len;
+        if !shape.known {
             return Ok(());
         }
-        if !op.has_payload() {
+        if !shape.has_payload {
             return if body == 0 { Ok(()) } else { Err(Error::Malformed) };
         }
         if usize::from(self.bth().pad_count()) > body || !body.is_multiple_of(4) {
@@ -54,38 +54,44 @@ impl<T: AsRef<[u8]>> RocePacket<T> {
         Bth::new_unchecked(&self.buffer.as_ref()[..Bth::<&[u8]>::LEN])
     }
 
+    /// What the opcode says of the packet's layout: one table lookup.
+    fn shape(&self) -> Shape {
+        match opcode::info_of(self.buffer.as_ref()[bth::OPCODE_BYTE]) {
+            Some(i) => Shape {
+                known: true,
+                headers: i.headers,
+                header_len: Bth::<&[u8]>::LEN + i.ext_len,
+                has_payload: i.has_payload,
+            },
+            None => {
+                Shape { known: false, headers: ExtHeaders::NONE, header_len: Bth::<&[u8]>::LEN, has_payload: false }
+            }
+        }
+    }
+
     /// The extension headers the opcode calls for (none for an unknown opcode).
     pub fn ext_headers(&self) -> ExtHeaders {
-        self.bth().opcode().headers().unwrap_or(ExtHeaders::NONE)
+        self.shape().headers
     }
 
     /// BTH plus extension headers.
     pub fn header_len(&self) -> usize {
-        Bth::<&[u8]>::LEN + self.ext_headers().len()
+        self.shape().header_len
     }
 
     /// The bytes of one extension header, if the opcode has it.
     pub fn ext(&self, which: ExtHeaders) -> Option<&[u8]> {
         let hdrs = self.ext_headers();
-        if !hdrs.contains(which) {
+        if which.is_empty() || !hdrs.contains(which) {
             return None;
         }
-        let mut off = Bth::<&[u8]>::LEN;
-        for (h, l) in ExtHeaders::ORDER {
-            if h == which {
-                return Some(&self.buffer.as_ref()[off..off + l]);
-            }
-            if hdrs.contains(h) {
-                off += l;
-            }
-        }
-        None
+        let at = Bth::<&[u8]>::LEN + hdrs.offset_of(which);
+        Some(&self.buffer.as_ref()[at..at + which.len()])
     }
 
     /// Pad bytes in use: the BTH's count for opcodes with data, else 0.
-    fn pad_len(&self) -> usize {
-        let op = self.bth().opcode();
-        if op.info().is_some() && op.has_payload() {
+    fn pad_len(&self, shape: Shape) -> usize {
+        if shape.has_payload {
             usize::from(self.bth().pad_count())
         } else {
             0
@@ -96,13 +102,14 @@ impl<T: AsRef<[u8]>> RocePacket<T> {
     /// everything between the BTH and the ICRC.
     pub fn payload(&self) -> &[u8] {
         let b = self.buffer.as_ref();
-        &b[self.header_len()..b.len() - ICRC_LEN - self.pad_len()]
+        let shape = self.shape();
+        &b[shape.header_len..b.len() - ICRC_LEN - self.pad_len(shape)]
     }
 
     /// The pad bytes (zeros when well formed).
     pub fn pad(&self) -> &[u8] {
         let b = self.buffer.as_ref();
-        &b[b.len() - ICRC_LEN - self.pad_len()..b.len() - ICRC_LEN]
+        &b[b.len() - ICRC_LEN - self.pad_len(self.shape())..b.len() - ICRC_LEN]
     }
 
     /// The ICRC as the number it is (its bytes are on the wire LSB first).
@@ -124,6 +131,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> RocePacket<T> {
         let n = b.len();
         b[n - ICRC_LEN..].copy_from_slice(&icrc.to_le_bytes());
     }
+}
+
+/// What a packet's opcode says of its layout.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    /// The opcode has a name (an unknown one has no extension headers and
+    /// no pad: all between BTH and ICRC is payload).
+    known: bool,
+    headers: ExtHeaders,
+    /// BTH plus extension headers.
+    header_len: usize,
+    has_payload: bool,
 }
 
 /// The headers of a RoCEv2 packet: the BTH and every extension header present.
@@ -166,34 +185,36 @@ impl RoceRepr {
     pub fn parse<T: AsRef<[u8]>>(p: &RocePacket<T>) -> Result<RoceRepr> {
         p.check_len()?;
         let mut r = RoceRepr::new(BthRepr::parse(&p.bth())?);
-        if let Some(b) = p.ext(ExtHeaders::DETH) {
-            r.deth = Some(DethRepr::parse(&Deth::new_unchecked(b))?);
-        }
-        if let Some(b) = p.ext(ExtHeaders::FETH) {
-            r.feth = Some(FethRepr::parse(&Feth::new_unchecked(b))?);
-        }
-        if let Some(b) = p.ext(ExtHeaders::RETH) {
-            r.reth = Some(RethRepr::parse(&Reth::new_unchecked(b))?);
-        }
-        if let Some(b) = p.ext(ExtHeaders::ATOMIC_ETH) {
-            r.atomic_eth = Some(AtomicEthRepr::parse(&AtomicEth::new_unchecked(b))?);
-        }
-        if let Some(b) = p.ext(ExtHeaders::IMMDT) {
-            r.immdt = Some(ImmDtRepr::parse(&ImmDt::new_unchecked(b))?);
-        }
-        if let Some(b) = p.ext(ExtHeaders::IETH) {
-            r.ieth = Some(IethRepr::parse(&Ieth::new_unchecked(b))?);
-        }
-        if let Some(b) = p.ext(ExtHeaders::AETH) {
-            r.aeth = Some(AethRepr::parse(&Aeth::new_unchecked(b))?);
-        }
-        if let Some(b) = p.ext(ExtHeaders::ATOMIC_ACK_ETH) {
-            r.atomic_ack_eth = Some(AtomicAckEthRepr::parse(&AtomicAckEth::new_unchecked(b))?);
-        }
-        if let Some(b) = p.ext(ExtHeaders::CNP) {
-            r.cnp = Some(CnpRepr::parse(b)?);
+        // One walk over the headers the opcode calls for, in wire order.
+        let hdrs = p.ext_headers();
+        let bytes = p.buffer.as_ref();
+        let mut at = Bth::<&[u8]>::LEN;
+        for (which, len) in ExtHeaders::ORDER {
+            if hdrs.contains(which) {
+                r.parse_ext(which, &bytes[at..at + len])?;
+                at += len;
+            }
         }
         Ok(r)
+    }
+
+    /// Parses extension header `which` from its bytes (exactly its length).
+    fn parse_ext(&mut self, which: ExtHeaders, b: &[u8]) -> Result<()> {
+        match which {
+            ExtHeaders::DETH => self.deth = Some(DethRepr::parse(&Deth::new_unchecked(b))?),
+            ExtHeaders::FETH => self.feth = Some(FethRepr::parse(&Feth::new_unchecked(b))?),
+            ExtHeaders::RETH => self.reth = Some(RethRepr::parse(&Reth::new_unchecked(b))?),
+            ExtHeaders::ATOMIC_ETH => self.atomic_eth = Some(AtomicEthRepr::parse(&AtomicEth::new_unchecked(b))?),
+            ExtHeaders::IMMDT => self.immdt = Some(ImmDtRepr::parse(&ImmDt::new_unchecked(b))?),
+            ExtHeaders::IETH => self.ieth = Some(IethRepr::parse(&Ieth::new_unchecked(b))?),
+            ExtHeaders::AETH => self.aeth = Some(AethRepr::parse(&Aeth::new_unchecked(b))?),
+            ExtHeaders::ATOMIC_ACK_ETH => {
+                self.atomic_ack_eth = Some(AtomicAckEthRepr::parse(&AtomicAckEth::new_unchecked(b))?)
+            }
+            ExtHeaders::CNP => self.cnp = Some(CnpRepr::parse(b)?),
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The extension headers present in this repr.
@@ -218,16 +239,27 @@ impl RoceRepr {
         h
     }
 
-    /// BTH plus extension headers.
+    /// BTH plus extension headers: the lengths of those present, summed.
     pub fn header_len(&self) -> usize {
-        Bth::<&[u8]>::LEN + self.ext_headers().len()
+        let len = |present: bool, which: ExtHeaders| if present { which.len() } else { 0 };
+        Bth::<&[u8]>::LEN
+            + len(self.deth.is_some(), ExtHeaders::DETH)
+            + len(self.feth.is_some(), ExtHeaders::FETH)
+            + len(self.reth.is_some(), ExtHeaders::RETH)
+            + len(self.atomic_eth.is_some(), ExtHeaders::ATOMIC_ETH)
+            + len(self.immdt.is_some(), ExtHeaders::IMMDT)
+            + len(self.ieth.is_some(), ExtHeaders::IETH)
+            + len(self.aeth.is_some(), ExtHeaders::AETH)
+            + len(self.atomic_ack_eth.is_some(), ExtHeaders::ATOMIC_ACK_ETH)
+            + len(self.cnp.is_some(), ExtHeaders::CNP)
     }
 
     /// The pad the packet carries for `payload_len` bytes of data.
     fn pad_len(&self, payload_len: usize) -> usize {
-        match self.bth.opcode.info() {
-            Some(i) if i.has_payload => pad_for(payload_len),
-            _ => 0,
+        if self.bth.opcode.has_payload() {
+            pad_for(payload_len)
+        } else {
+            0
         }
     }
 
