@@ -56,7 +56,7 @@ use crate::Psn;
 use core::fmt;
 use cq::Cq;
 use memory::{Mr, MrTable};
-use qp::Qp;
+use qp::{Qp, QpTable};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use srq::Srq;
@@ -251,7 +251,7 @@ pub struct Engine {
     config: EngineConfig,
     rng: ChaCha8Rng,
     sh: Shared,
-    qps: BTreeMap<u32, Qp>,
+    qps: QpTable,
     pds: Vec<Pd>,
     next_handle: u32,
     /// Which QP sends next.
@@ -275,7 +275,7 @@ impl Engine {
                 inflight_budget: config.max_inflight_psns.max(1),
                 timers: TimerIndex::default(),
             },
-            qps: BTreeMap::new(),
+            qps: QpTable::default(),
             pds: Vec::new(),
             next_handle: 1,
             sched: sched::TxSchedule::default(),

@@ -13,7 +13,32 @@ use super::verbs::{RecvWr, SendFlags, SendWr, WcOpcode, WorkCompletion};
 use super::{Event, Shared};
 use crate::wire::AethSyndrome;
 use crate::Psn;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The engine's QPs by number. Every packet looks its QP up here, and the
+/// scheduler again when it sends: a hash table with a one-multiply hash
+/// costs the same for 256 QPs as for one, where a tree search grows with
+/// them. QPNs are the engine's own choice, so no peer picks the keys.
+pub(crate) type QpTable = HashMap<u32, Qp, BuildHasherDefault<QpnHasher>>;
+
+/// The hash of a QP number: a Fibonacci multiply, its high half folded in.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct QpnHasher(u64);
+
+impl Hasher for QpnHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u32(u32::from(b));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(n)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+}
 
 /// Sizes of a QP's queues (`struct ibv_qp_cap`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
