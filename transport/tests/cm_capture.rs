@@ -5,7 +5,7 @@
 // It reads the capture file: a test from outside the sans-IO code.
 #![allow(clippy::disallowed_methods)]
 
-use uroce_transport::cm::ip::{flow_label, parse_service_id, CmaHdr, PortSpace};
+use uroce_transport::cm::ip::{flow_label_of_ports, parse_service_id, CmaHdr, PortSpace};
 use uroce_transport::cm::mad::{Mad, MadHeaderRepr, MAD_LEN};
 use uroce_transport::cm::msg::{attr, CmMessage, PathRepr, TRANSPORT_RC};
 use uroce_transport::cm::{GSI_QKEY, GSI_QPN};
@@ -99,7 +99,7 @@ fn the_req_as_tshark_decodes_it() {
     assert_eq!(hdr.src_port, 0xca8a);
     assert_eq!(hdr.src_addr.to_string(), "198.18.0.11");
     assert_eq!(hdr.dst_addr.to_string(), "198.18.0.12");
-    assert_eq!(flow_label(hdr.src_port, 7174), p.flow_label);
+    assert_eq!(flow_label_of_ports(hdr.src_port, 7174), p.flow_label);
     assert!(req.private_data[36..].iter().all(|&b| b == 0));
 }
 

@@ -4,8 +4,8 @@
 use core::time::Duration;
 use std::sync::{Arc, Mutex};
 use uroce_transport::engine::{
-    flow_label, flow_label_to_udp_sport, ud_udp_sport, AccessFlags, Counter, Engine, Event, Mtu, QpAttr, QpAttrMask,
-    QpState, QpType, RecvWr, SendFlags, SendWr, Sge, Transmit, UdDest, WrOp, MAX_PACKET_LEN,
+    flow_label_of_qps, flow_label_to_udp_sport, ud_udp_sport, AccessFlags, Counter, Engine, Event, Mtu, QpAttr,
+    QpAttrMask, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, Transmit, UdDest, WrOp, MAX_PACKET_LEN,
 };
 use uroce_transport::sim::{connect, create_endpoint, Endpoint, LinkConfig, QpOptions, Sim};
 use uroce_transport::wire::{AethSyndrome, Opcode, RocePacket, RoceRepr};
@@ -117,7 +117,7 @@ fn udp_source_ports_follow_rxe() {
     );
     sim.engines[0].post_send(a.qpn, wr).unwrap();
     let out = drain(&mut sim.engines[0]);
-    let port = flow_label_to_udp_sport(flow_label(a.qpn, b.qpn));
+    let port = flow_label_to_udp_sport(flow_label_of_qps(a.qpn, b.qpn));
     assert_eq!(out[0].0.src_port, port);
     sim.inject(1, &out[0].1);
     let back = drain(&mut sim.engines[1]);

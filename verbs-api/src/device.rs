@@ -44,7 +44,7 @@ impl Device {
     /// uses its driver, which must have been opened with the same options.
     pub fn open_with(spec: &str, opts: &OpenOptions) -> Result<Context, Error> {
         let ctx = Context::new(crate::driver::open_device(spec, opts)?);
-        crate::cm::note_context(&ctx);
+        crate::rdma_cm::note_context(&ctx);
         Ok(ctx)
     }
 }

@@ -41,7 +41,6 @@
 #![warn(missing_docs)]
 
 mod channel;
-pub mod cm;
 mod context;
 mod cq;
 mod device;
@@ -52,6 +51,7 @@ mod event_fd;
 pub mod guide;
 mod memory;
 mod qp;
+pub mod rdma_cm;
 mod srq;
 
 pub use channel::CompChannel;

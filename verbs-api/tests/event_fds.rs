@@ -10,7 +10,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Duration;
-use uroce_verbs::cm::{CmEventType, EventChannel, PortSpace};
+use uroce_verbs::rdma_cm::{CmEventType, EventChannel, PortSpace};
 use uroce_verbs::*;
 
 const T: Duration = Duration::from_secs(10);

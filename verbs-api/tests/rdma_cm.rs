@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::time::Duration;
-use uroce_verbs::cm::*;
+use uroce_verbs::rdma_cm::*;
 use uroce_verbs::*;
 
 const T: Duration = Duration::from_secs(10);

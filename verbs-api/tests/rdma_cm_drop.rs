@@ -3,7 +3,7 @@
 //! other test's threads come and go meanwhile.
 
 use std::time::{Duration, Instant};
-use uroce_verbs::cm::*;
+use uroce_verbs::rdma_cm::*;
 use uroce_verbs::*;
 
 const T: Duration = Duration::from_secs(10);

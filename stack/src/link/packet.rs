@@ -10,8 +10,8 @@
 //! the kernel drops RoCE packets for uroce quietly instead of answering them
 //! with ICMP port-unreachable. Peers must be on-link (no router support).
 
-use super::ether::{ether_link_impl, port_guards, EtherConfig, EtherLink, FrameIo};
 use super::neighbour::NeighbourCache;
+use super::raw::{port_guards, raw_link_impl, FrameIo, RawLink, RawLinkConfig};
 use super::{DeviceSpec, LinkError};
 use crate::sys::iface;
 use crate::sys::mmsg::{self, RxMeta, TxMsg, MAX_BATCH};
@@ -50,9 +50,9 @@ impl FrameIo for PacketIo {
 }
 
 /// RoCEv2 over AF_PACKET.
-pub struct PacketLink(EtherLink<PacketIo>);
+pub struct PacketLink(RawLink<PacketIo>);
 
-ether_link_impl!(PacketLink);
+raw_link_impl!(PacketLink);
 
 impl PacketLink {
     /// Opens `packet:IFACE[,ip=IP][,mac=MAC]` (a [`DeviceSpec::Packet`]).
@@ -107,7 +107,7 @@ impl PacketLink {
             Some(r) => r.frames(),
             None => sock.receive_buffer() / super::udp::skb_truesize(mtu),
         };
-        let cfg = EtherConfig {
+        let cfg = RawLinkConfig {
             kind: "packet",
             name: spec.to_string(),
             ifname: ifname.clone(),
@@ -120,7 +120,7 @@ impl PacketLink {
             guards,
             rx_queue_packets,
         };
-        Ok(PacketLink(EtherLink::new(PacketIo { sock, ring }, cfg)))
+        Ok(PacketLink(RawLink::new(PacketIo { sock, ring }, cfg)))
     }
 
     /// Whether frames arrive through a memory-mapped ring (else `recvmmsg`).

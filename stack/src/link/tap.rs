@@ -5,8 +5,8 @@
 //! the packet link's. One read or write per frame: the TAP interface has no
 //! batched calls.
 
-use super::ether::{ether_link_impl, port_guards, EtherConfig, EtherLink, FrameIo};
 use super::neighbour::NeighbourCache;
+use super::raw::{port_guards, raw_link_impl, FrameIo, RawLink, RawLinkConfig};
 use super::{DeviceSpec, LinkError};
 use crate::sys::iface;
 use crate::sys::mmsg::RxMeta;
@@ -36,9 +36,9 @@ impl FrameIo for TapIo {
 }
 
 /// RoCEv2 over a TAP device.
-pub struct TapLink(EtherLink<TapIo>);
+pub struct TapLink(RawLink<TapIo>);
 
-ether_link_impl!(TapLink);
+raw_link_impl!(TapLink);
 
 impl TapLink {
     /// Opens `tap:NAME,ip=IP/LEN` (a [`DeviceSpec::Tap`]).
@@ -85,7 +85,7 @@ impl TapLink {
             ipv4.iter().map(|a| IpAddr::V4(a.0)).chain(ipv6.iter().map(|a| IpAddr::V6(a.0))).collect();
         let kernel_owned: Vec<IpAddr> = ours.iter().copied().filter(|ip| all.iter().any(|a| a.ip == *ip)).collect();
         let guards = port_guards(&kernel_owned, ifindex)?;
-        let cfg = EtherConfig {
+        let cfg = RawLinkConfig {
             kind: "tap",
             name: spec.to_string(),
             ifname,
@@ -99,7 +99,7 @@ impl TapLink {
             // The tap queue's length is the kernel's business (txqueuelen).
             rx_queue_packets: 0,
         };
-        Ok(TapLink(EtherLink::new(TapIo(tap), cfg)))
+        Ok(TapLink(RawLink::new(TapIo(tap), cfg)))
     }
 
     /// The neighbour cache (for inspection).

@@ -5,7 +5,7 @@
 
 use super::ping::{RdmaInfo, INFO_LEN};
 use std::time::Duration;
-use uroce_verbs::cm::{CmEvent, CmEventType, CmId, EventChannel};
+use uroce_verbs::rdma_cm::{CmEvent, CmEventType, CmId, EventChannel};
 use uroce_verbs::*;
 
 /// `enum test_state`, numbered as rping prints it.

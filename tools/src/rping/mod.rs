@@ -16,7 +16,7 @@ use clap::Args;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use uroce_verbs::cm::{EventChannel, PortSpace};
+use uroce_verbs::rdma_cm::{EventChannel, PortSpace};
 use uroce_verbs::{Context, Progress};
 
 /// rping's flags, then uroce's (long ones only: rping owns -d and -v).

@@ -48,7 +48,7 @@ fn serve(cb: &mut Cb, args: &RpingArgs, bind: SocketAddr) -> Result<(), Fatal> {
 }
 
 /// `rping_accept`.
-fn accept(cb: &mut Cb, args: &RpingArgs, child: &cm::CmId) -> Result<(), Fatal> {
+fn accept(cb: &mut Cb, args: &RpingArgs, child: &rdma_cm::CmId) -> Result<(), Fatal> {
     cb.dbg("accepting client connection request");
     let accepted = if args.self_qp {
         setup::self_modify_qp(cb, child).and_then(|()| child.accept(Some(&conn_param(cb, true, args))))

@@ -4,7 +4,7 @@
 
 use super::cb::{Cb, Fatal, Res};
 use super::ping::INFO_LEN;
-use uroce_verbs::cm::CmId;
+use uroce_verbs::rdma_cm::CmId;
 use uroce_verbs::*;
 
 /// `RPING_SQ_DEPTH`.
@@ -60,9 +60,9 @@ pub fn setup(cb: &mut Cb, id: &CmId, size: u32, self_qp: bool) -> Result<(), Str
 }
 
 /// `rping_init_conn_param`: one READ each way, 7 retries of both kinds.
-pub fn conn_param(cb: &Cb, self_qp: bool, args: &super::RpingArgs) -> cm::ConnParam {
+pub fn conn_param(cb: &Cb, self_qp: bool, args: &super::RpingArgs) -> rdma_cm::ConnParam {
     let qp_num = if self_qp { cb.res.as_ref().map_or(0, |r| r.qp.qp_num()) } else { 0 };
-    cm::ConnParam {
+    rdma_cm::ConnParam {
         responder_resources: 1,
         initiator_depth: 1,
         retry_count: 7,
@@ -70,7 +70,7 @@ pub fn conn_param(cb: &Cb, self_qp: bool, args: &super::RpingArgs) -> cm::ConnPa
         qp_num,
         cm_response_timeout: args.cm_timeout,
         max_cm_retries: args.cm_retries,
-        ..cm::ConnParam::default()
+        ..rdma_cm::ConnParam::default()
     }
 }
 

@@ -57,7 +57,7 @@ pub fn parse_service_id(service_id: u64) -> Option<(PortSpace, u16)> {
 /// The flow label the kernel gives a RoCEv2 connection from its ports when
 /// the source address carries none (`cma_get_roce_udp_flow_label`): the same
 /// value then names the UDP source port of both directions.
-pub const fn flow_label(src_port: u16, dst_port: u16) -> u32 {
+pub const fn flow_label_of_ports(src_port: u16, dst_port: u16) -> u32 {
     (src_port as u32 * 31 + dst_port as u32) & 0xf_ffff
 }
 
@@ -148,7 +148,7 @@ mod test {
     #[test]
     fn the_kernel_flow_label_of_the_capture() {
         // rping's REQ: port 0xca8a to 7174, flow label 0x8a2bc.
-        assert_eq!(flow_label(0xca8a, 7174), 0x8a2bc);
+        assert_eq!(flow_label_of_ports(0xca8a, 7174), 0x8a2bc);
     }
 
     #[test]

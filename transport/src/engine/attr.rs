@@ -1,6 +1,6 @@
 //! QP types, states and the attributes `modify_qp` sets, with verbs' masks.
 
-use super::verbs::{flags, AccessFlags, Gid};
+use super::wr::{flags, AccessFlags, Gid};
 use core::fmt;
 
 /// The transport service of a QP.

@@ -9,11 +9,11 @@ use super::requester::rewind;
 use super::status::WcStatus;
 use super::time::{ack_timeout, rnr_timer, Instant};
 use super::timer::Timer;
-use super::{Counter, Shared};
+use super::{Counter, EngineState};
 use crate::wire::{AethSyndrome, NakCode, Opcode, RoceRepr};
 use crate::Psn;
 
-pub(crate) fn on_response(qp: &mut Qp, sh: &mut Shared, now: Instant, repr: &RoceRepr, payload: &[u8]) {
+pub(crate) fn on_response(qp: &mut Qp, sh: &mut EngineState, now: Instant, repr: &RoceRepr, payload: &[u8]) {
     if !matches!(qp.state(), QpState::Rts | QpState::Sqd) {
         return;
     }
@@ -74,7 +74,7 @@ fn progress(qp: &mut Qp, now: Instant, before: Psn) {
     }
 }
 
-fn on_ack(qp: &mut Qp, sh: &mut Shared, psn: Psn) {
+fn on_ack(qp: &mut Qp, sh: &mut EngineState, psn: Psn) {
     let Some(w) = qp.req.wqes.front() else { return };
     if !w.started || w.is_read_or_atomic() || psn - w.first_psn < 0 {
         return;
@@ -87,7 +87,7 @@ fn on_ack(qp: &mut Qp, sh: &mut Shared, psn: Psn) {
     }
 }
 
-fn on_atomic_ack(qp: &mut Qp, sh: &mut Shared, psn: Psn, repr: &RoceRepr) {
+fn on_atomic_ack(qp: &mut Qp, sh: &mut EngineState, psn: Psn, repr: &RoceRepr) {
     let Some(w) = qp.req.wqes.front() else { return };
     let Some(ack) = repr.atomic_ack_eth else { return };
     if !w.started || !w.wr.op.is_atomic() || psn != w.first_psn {
@@ -103,7 +103,7 @@ fn on_atomic_ack(qp: &mut Qp, sh: &mut Shared, psn: Psn, repr: &RoceRepr) {
 
 /// A READ response packet: data for the oldest WR at the expected PSN; or,
 /// empty and alone, the answer to an ATOMIC_WRITE or FLUSH (IBTA 1.5, rxe).
-fn on_read_response(qp: &mut Qp, sh: &mut Shared, op: Opcode, psn: Psn, payload: &[u8]) {
+fn on_read_response(qp: &mut Qp, sh: &mut EngineState, op: Opcode, psn: Psn, payload: &[u8]) {
     let Some(w) = qp.req.wqes.front() else { return };
     if w.started && (w.wr.op.is_atomic_write() || w.wr.op.is_flush()) {
         if op == Opcode::RcReadResponseOnly && psn == w.first_psn && payload.is_empty() {
@@ -137,7 +137,7 @@ fn on_read_response(qp: &mut Qp, sh: &mut Shared, op: Opcode, psn: Psn, payload:
     }
 }
 
-fn on_nak(qp: &mut Qp, sh: &mut Shared, now: Instant, before: Psn, psn: Psn, code: NakCode) {
+fn on_nak(qp: &mut Qp, sh: &mut EngineState, now: Instant, before: Psn, psn: Psn, code: NakCode) {
     if code == NakCode::PsnSequenceError {
         // Every PSN before the NAKed one arrived.
         if psn - before > 0 {
@@ -161,7 +161,7 @@ fn on_nak(qp: &mut Qp, sh: &mut Shared, now: Instant, before: Psn, psn: Psn, cod
     qp.fail_front(sh, status);
 }
 
-fn on_rnr_nak(qp: &mut Qp, sh: &mut Shared, now: Instant, psn: Psn, timer: u8) {
+fn on_rnr_nak(qp: &mut Qp, sh: &mut EngineState, now: Instant, psn: Psn, timer: u8) {
     sh.counters.inc(Counter::RcvdRnrErr);
     if qp.req.rnr_left == 0 {
         sh.counters.inc(Counter::RetryRnrExceededErr);
@@ -183,7 +183,7 @@ fn on_rnr_nak(qp: &mut Qp, sh: &mut Shared, now: Instant, psn: Psn, timer: u8) {
 }
 
 /// The local ACK timeout fired: go back N, or fail when retries ran out.
-pub(crate) fn on_retransmit_timeout(qp: &mut Qp, sh: &mut Shared) {
+pub(crate) fn on_retransmit_timeout(qp: &mut Qp, sh: &mut EngineState) {
     if qp.state() == QpState::Err || qp.req.comp_psn == qp.req.sent_end {
         return;
     }
@@ -193,7 +193,7 @@ pub(crate) fn on_retransmit_timeout(qp: &mut Qp, sh: &mut Shared) {
 /// A response showed a gap (a sequence NAK, a READ response or ACK beyond a
 /// missing one). Responses still in flight show the same gap again; only the
 /// first of them goes back N.
-fn retry_for_gap(qp: &mut Qp, sh: &mut Shared) {
+fn retry_for_gap(qp: &mut Qp, sh: &mut EngineState) {
     if qp.req.retried_at != Some(qp.req.comp_psn) {
         retry(qp, sh);
     }
@@ -201,7 +201,7 @@ fn retry_for_gap(qp: &mut Qp, sh: &mut Shared) {
 
 /// Go back N, spending one retry; with none left, the oldest WR fails with
 /// RETRY_EXC_ERR and the QP goes to ERR (flushing the rest).
-fn retry(qp: &mut Qp, sh: &mut Shared) {
+fn retry(qp: &mut Qp, sh: &mut EngineState) {
     if qp.req.retry_left == 0 {
         sh.counters.inc(Counter::RetryExceededErr);
         qp.fail_front(sh, WcStatus::RetryExcErr);

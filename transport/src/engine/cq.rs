@@ -8,7 +8,7 @@
 //! whatever serialises the engine serialises the one producer, and each
 //! entry is published with Release and taken with Acquire.
 
-use super::verbs::WorkCompletion;
+use super::wr::WorkCompletion;
 use super::Event;
 use crossbeam_queue::ArrayQueue;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! headers into the caller's buffer.
 
 use super::attr::QpType;
-use super::verbs::WrOp;
+use super::wr::WrOp;
 use crate::wire::{Opcode, Position, RoceRepr};
 use core::ops::Range;
 

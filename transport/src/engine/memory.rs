@@ -5,7 +5,7 @@
 //! the engine never touches a byte outside a region's `0..len()`.
 
 use super::status::WcStatus;
-use super::verbs::{AccessFlags, Sge};
+use super::wr::{AccessFlags, Sge};
 use std::collections::BTreeMap;
 
 /// A protection domain handle.

@@ -38,18 +38,18 @@ mod state;
 mod status;
 mod time;
 mod timer;
-mod verbs;
+mod wr;
 
 pub use attr::{AddressVector, ModifyError, Mtu, QpAttr, QpAttrMask, QpState, QpType};
 pub use counters::{Counter, Counters};
 pub use cq::{CqHandle, CqRing};
 pub use memory::{AtomicOp, MrKeys, MrStorage, Pd};
-pub use qp::{flow_label, flow_label_to_udp_sport, ud_udp_sport, QpCap, QpInitAttr};
+pub use qp::{flow_label_of_qps, flow_label_to_udp_sport, ud_udp_sport, QpCap, QpInitAttr};
 pub use srq::{SrqAttr, SrqHandle};
 pub use state::{required_mask, MAX_RD_ATOMIC};
 pub use status::WcStatus;
 pub use time::{ack_timeout, rnr_timer, Instant};
-pub use verbs::{AccessFlags, Gid, RecvWr, SendFlags, SendWr, Sge, UdDest, WcFlags, WcOpcode, WorkCompletion, WrOp};
+pub use wr::{AccessFlags, Gid, RecvWr, SendFlags, SendWr, Sge, UdDest, WcFlags, WcOpcode, WorkCompletion, WrOp};
 
 use crate::wire::{RocePacket, RoceRepr, Transport};
 use crate::Psn;
@@ -213,8 +213,9 @@ impl From<ModifyError> for Error {
     }
 }
 
-/// What the parts of the engine share besides the QPs.
-pub(crate) struct Shared {
+/// The engine's state besides its QPs, which every QP reaches (regions, CQs,
+/// SRQs, counters, events, timers, the in-flight budget).
+pub(crate) struct EngineState {
     pub mrs: MrTable,
     pub cqs: BTreeMap<CqHandle, Cq>,
     pub srqs: BTreeMap<SrqHandle, Srq>,
@@ -231,7 +232,7 @@ pub(crate) struct Shared {
     pub timers: TimerIndex,
 }
 
-impl Shared {
+impl EngineState {
     pub fn complete(&mut self, cq: CqHandle, wc: WorkCompletion) {
         let recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
         if recv && wc.status == WcStatus::Success {
@@ -250,7 +251,7 @@ impl Shared {
 pub struct Engine {
     config: EngineConfig,
     rng: ChaCha8Rng,
-    sh: Shared,
+    sh: EngineState,
     qps: QpTable,
     pds: Vec<Pd>,
     next_handle: u32,
@@ -263,7 +264,7 @@ impl Engine {
         Engine {
             config,
             rng: ChaCha8Rng::seed_from_u64(config.seed),
-            sh: Shared {
+            sh: EngineState {
                 mrs: MrTable::default(),
                 cqs: BTreeMap::new(),
                 srqs: BTreeMap::new(),

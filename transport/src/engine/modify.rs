@@ -2,23 +2,23 @@
 //! side effects of entering the new state.
 
 use super::attr::{QpAttr, QpAttrMask, QpState, QpType};
-use super::qp::{flow_label, flow_label_to_udp_sport, Qp, Requester};
+use super::qp::{flow_label_of_qps, flow_label_to_udp_sport, Qp, Requester};
 use super::responder::Responder;
-use super::{Event, Shared};
+use super::{EngineState, Event};
 use crate::Psn;
 
-pub(crate) fn apply(qp: &mut Qp, sh: &mut Shared, attr: &QpAttr, mask: QpAttrMask, to: QpState) {
+pub(crate) fn apply(qp: &mut Qp, sh: &mut EngineState, attr: &QpAttr, mask: QpAttrMask, to: QpState) {
     let from = qp.state();
     super::state::apply(&mut qp.attr, attr, mask);
     if mask.contains(QpAttrMask::AV) && qp.qp_type() != QpType::Ud {
         let fl = match qp.attr.ah_attr.flow_label {
-            0 => flow_label(qp.qpn, qp.attr.dest_qp_num),
+            0 => flow_label_of_qps(qp.qpn, qp.attr.dest_qp_num),
             fl => fl,
         };
         qp.sport = flow_label_to_udp_sport(fl);
     }
     if mask.contains(QpAttrMask::DEST_QPN) && qp.attr.ah_attr.flow_label == 0 && qp.qp_type() != QpType::Ud {
-        qp.sport = flow_label_to_udp_sport(flow_label(qp.qpn, qp.attr.dest_qp_num));
+        qp.sport = flow_label_to_udp_sport(flow_label_of_qps(qp.qpn, qp.attr.dest_qp_num));
     }
     if mask.contains(QpAttrMask::RQ_PSN) {
         qp.resp.psn = Psn::new(qp.attr.rq_psn);
@@ -64,7 +64,7 @@ fn reset(qp: &mut Qp) {
 }
 
 /// Raises SQ_DRAINED once an SQD QP has nothing in flight.
-pub(crate) fn notify_if_drained(qp: &mut Qp, sh: &mut Shared) {
+pub(crate) fn notify_if_drained(qp: &mut Qp, sh: &mut EngineState) {
     let idle = qp.req.wqes.iter().all(|w| !w.started);
     if qp.state() == QpState::Sqd && qp.req.sqd_notify && idle {
         qp.req.sqd_notify = false;

@@ -9,8 +9,8 @@ use super::responder::{Responder, Response};
 use super::srq::SrqHandle;
 use super::status::WcStatus;
 use super::timer::TimerTable;
-use super::verbs::{RecvWr, SendFlags, SendWr, WcOpcode, WorkCompletion};
-use super::{Event, Shared};
+use super::wr::{RecvWr, SendFlags, SendWr, WcOpcode, WorkCompletion};
+use super::{EngineState, Event};
 use crate::wire::AethSyndrome;
 use crate::Psn;
 use std::collections::{HashMap, VecDeque};
@@ -130,7 +130,7 @@ pub(crate) struct Requester {
     /// An SQD drained event is owed once the send queue is idle.
     pub sqd_notify: bool,
     /// What this QP adds to the engine's count of unacknowledged PSNs
-    /// (`Shared::inflight`), as of its last `sync`.
+    /// (`EngineState::inflight`), as of its last `sync`.
     pub counted_inflight: u32,
 }
 
@@ -198,7 +198,7 @@ impl Qp {
     /// Brings the engine-wide bookkeeping of this QP up to date after
     /// anything happened to it: its unacknowledged PSNs in the engine's
     /// count, its next deadline in the timer index.
-    pub fn sync(&mut self, sh: &mut Shared) {
+    pub fn sync(&mut self, sh: &mut EngineState) {
         let now = self.inflight();
         sh.inflight = sh.inflight - self.req.counted_inflight + now;
         self.req.counted_inflight = now;
@@ -217,7 +217,7 @@ impl Qp {
     }
 
     /// Posts the completion of the oldest send WR and removes it.
-    pub fn complete_front(&mut self, sh: &mut Shared, status: WcStatus) {
+    pub fn complete_front(&mut self, sh: &mut EngineState, status: WcStatus) {
         let Some(wqe) = self.req.wqes.pop_front() else { return };
         self.req.next = self.req.next.saturating_sub(1);
         if wqe.wr.op.is_send() {
@@ -241,7 +241,7 @@ impl Qp {
 
     /// Fails the oldest send WR with `status` and moves the QP to the error
     /// state: RC to ERR; UC and UD to SQE (their receive side lives on).
-    pub fn fail_front(&mut self, sh: &mut Shared, status: WcStatus) {
+    pub fn fail_front(&mut self, sh: &mut EngineState, status: WcStatus) {
         self.complete_front(sh, status);
         match self.qp_type() {
             QpType::Rc => self.enter_error(sh),
@@ -255,7 +255,7 @@ impl Qp {
     /// Moves to ERR: timers stop, every outstanding WR completes with
     /// WR_FLUSH_ERR. A NAK already queued (the one that explains the error)
     /// is still sent; READ responses, atomic and plain ACKs are not.
-    pub fn enter_error(&mut self, sh: &mut Shared) {
+    pub fn enter_error(&mut self, sh: &mut EngineState) {
         if self.state() == QpState::Err {
             return;
         }
@@ -268,14 +268,14 @@ impl Qp {
         self.flush_receive_side(sh);
     }
 
-    pub fn flush_send_queue(&mut self, sh: &mut Shared) {
+    pub fn flush_send_queue(&mut self, sh: &mut EngineState) {
         while !self.req.wqes.is_empty() {
             self.complete_front(sh, WcStatus::WrFlushErr);
         }
         self.req.next = 0;
     }
 
-    fn flush_receive_side(&mut self, sh: &mut Shared) {
+    fn flush_receive_side(&mut self, sh: &mut EngineState) {
         if let Some(wr) = self.resp.take_message_recv() {
             self.complete_recv_error(sh, &wr, WcStatus::WrFlushErr);
         }
@@ -287,13 +287,13 @@ impl Qp {
         }
     }
 
-    pub fn complete_recv_error(&self, sh: &mut Shared, wr: &RecvWr, status: WcStatus) {
+    pub fn complete_recv_error(&self, sh: &mut EngineState, wr: &RecvWr, status: WcStatus) {
         let wc = WorkCompletion::new(wr.wr_id, status, WcOpcode::Recv, self.qpn);
         sh.complete(self.init.recv_cq, wc);
     }
 
     /// Takes a receive WR from the SRQ or the receive queue.
-    pub fn take_recv(&mut self, sh: &mut Shared) -> Option<RecvWr> {
+    pub fn take_recv(&mut self, sh: &mut EngineState) -> Option<RecvWr> {
         match self.init.srq {
             Some(h) => sh.srqs.get_mut(&h)?.take(h, &mut sh.events),
             None => self.rq.pop_front(),
@@ -302,7 +302,7 @@ impl Qp {
 
     /// Returns an unused receive WR to the head of its queue (UC drops a
     /// message whose receive it had taken; the WR serves the next one).
-    pub fn untake_recv(&mut self, sh: &mut Shared, wr: RecvWr) {
+    pub fn untake_recv(&mut self, sh: &mut EngineState, wr: RecvWr) {
         match self.init.srq {
             Some(h) => {
                 if let Some(s) = sh.srqs.get_mut(&h) {
@@ -314,12 +314,12 @@ impl Qp {
     }
 
     /// The PD receive buffers are checked against: the SRQ's, or the QP's.
-    pub fn recv_pd(&self, sh: &Shared) -> Pd {
+    pub fn recv_pd(&self, sh: &EngineState) -> Pd {
         self.init.srq.and_then(|h| sh.srqs.get(&h)).map_or(self.init.pd, |s| s.pd)
     }
 
     /// Whether a receive WR is available without taking it.
-    pub fn has_recv(&self, sh: &Shared) -> bool {
+    pub fn has_recv(&self, sh: &EngineState) -> bool {
         match self.init.srq {
             Some(h) => sh.srqs.get(&h).is_some_and(|s| !s.queue.is_empty()),
             None => !self.rq.is_empty(),
@@ -329,7 +329,7 @@ impl Qp {
 
 /// The flow label rxe derives from the two QP numbers when the address
 /// vector has none (the kernel's `rdma_calc_flow_label`).
-pub fn flow_label(lqpn: u32, rqpn: u32) -> u32 {
+pub fn flow_label_of_qps(lqpn: u32, rqpn: u32) -> u32 {
     let mut v = u64::from(lqpn) * u64::from(rqpn);
     v ^= v >> 20;
     v ^= v >> 40;
@@ -355,8 +355,8 @@ mod test {
 
     #[test]
     fn rc_port_is_symmetric_and_in_range() {
-        let a = flow_label_to_udp_sport(flow_label(0x11, 0x12));
-        let b = flow_label_to_udp_sport(flow_label(0x12, 0x11));
+        let a = flow_label_to_udp_sport(flow_label_of_qps(0x11, 0x12));
+        let b = flow_label_to_udp_sport(flow_label_of_qps(0x12, 0x11));
         assert_eq!(a, b);
         assert!(a >= 0xc000);
         // 0x11 * 0x12 = 0x132: below 2^14, so the port is 0xC000 | 0x132.

@@ -11,8 +11,8 @@ use super::qp::{Qp, SendWqe};
 use super::status::WcStatus;
 use super::time::{ack_timeout, Instant};
 use super::timer::Timer;
-use super::verbs::{SendFlags, SendWr, WrOp};
-use super::{Error, Shared, Transmit};
+use super::wr::{SendFlags, SendWr, WrOp};
+use super::{EngineState, Error, Transmit};
 use crate::wire::{AtomicEthRepr, BthRepr, DethRepr, FethRepr, IethRepr, ImmDtRepr, Position, RethRepr, RoceRepr};
 use crate::Psn;
 
@@ -22,7 +22,7 @@ pub const MAX_UNACKED_PSNS: i32 = 128;
 pub const ACK_REQ_INTERVAL: u32 = 64;
 
 /// `ibv_post_send` for one WR.
-pub(crate) fn post(qp: &mut Qp, sh: &mut Shared, wr: SendWr) -> Result<(), Error> {
+pub(crate) fn post(qp: &mut Qp, sh: &mut EngineState, wr: SendWr) -> Result<(), Error> {
     let (qpn, state, t) = (qp.qpn, qp.state(), qp.qp_type());
     if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
         return Err(Error::InvalidState { qpn, state, verb: "post_send" });
@@ -101,7 +101,7 @@ fn new_wqe(wr: SendWr) -> SendWqe {
 /// Inline data is copied at post time (the user may reuse the buffer at
 /// once). The engine reaches bytes only through registered regions, so the
 /// SGEs of an inline WR must still name one (an RNIC would not look at lkey).
-fn copy_inline(sh: &Shared, qp: &Qp, wqe: &SendWqe) -> Option<Vec<u8>> {
+fn copy_inline(sh: &EngineState, qp: &Qp, wqe: &SendWqe) -> Option<Vec<u8>> {
     sh.mrs.check_local(qp.init.pd, &wqe.wr.sg_list, false).ok()?;
     let mut data = vec![0u8; wqe.len as usize];
     sh.mrs.gather(&wqe.wr.sg_list, 0, &mut data);
@@ -109,7 +109,7 @@ fn copy_inline(sh: &Shared, qp: &Qp, wqe: &SendWqe) -> Option<Vec<u8>> {
 }
 
 /// The local checks an RNIC makes when it first fetches a WR's buffers.
-fn check_local(sh: &Shared, qp: &Qp, wqe: &SendWqe) -> Option<WcStatus> {
+fn check_local(sh: &EngineState, qp: &Qp, wqe: &SendWqe) -> Option<WcStatus> {
     if let Some(e) = wqe.local_error {
         return Some(e);
     }
@@ -130,7 +130,7 @@ fn rd_atomic_in_flight(qp: &Qp) -> usize {
 }
 
 /// Why the requester may not send the WR at `next` now, if it may not.
-fn blocked(qp: &Qp, sh: &Shared) -> bool {
+fn blocked(qp: &Qp, sh: &EngineState) -> bool {
     let idx = qp.req.next;
     let wqe = &qp.req.wqes[idx];
     if qp.state() == QpState::Sqd && !wqe.started {
@@ -150,7 +150,7 @@ fn blocked(qp: &Qp, sh: &Shared) -> bool {
 }
 
 /// Writes the next request packet of `qp` into `buf`, if one may go now.
-pub(crate) fn poll_request(qp: &mut Qp, sh: &mut Shared, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+pub(crate) fn poll_request(qp: &mut Qp, sh: &mut EngineState, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
     if !matches!(qp.state(), QpState::Rts | QpState::Sqd) || qp.timers.is_running(Timer::RnrRetry) {
         return None;
     }
@@ -192,7 +192,7 @@ pub(crate) fn poll_request(qp: &mut Qp, sh: &mut Shared, now: Instant, buf: &mut
 }
 
 /// Builds one packet of the WR at `next` and advances the requester.
-fn send_packet(qp: &mut Qp, sh: &mut Shared, now: Instant, buf: &mut [u8], mtu: u32) -> Transmit {
+fn send_packet(qp: &mut Qp, sh: &mut EngineState, now: Instant, buf: &mut [u8], mtu: u32) -> Transmit {
     let idx = qp.req.next;
     let psn = qp.req.psn;
     let wqe = &mut qp.req.wqes[idx];
@@ -289,7 +289,7 @@ fn emit_single(qp: &Qp, wqe: &SendWqe, op: crate::wire::Opcode, psn: Psn, offset
 #[allow(clippy::too_many_arguments)]
 fn emit_data(
     qp: &Qp,
-    sh: &Shared,
+    sh: &EngineState,
     wqe: &SendWqe,
     pos: Position,
     psn: Psn,

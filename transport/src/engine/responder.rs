@@ -13,8 +13,8 @@ use super::attr::{QpState, QpType};
 use super::emit::headers;
 use super::memory::AccessError;
 use super::qp::Qp;
-use super::verbs::{AccessFlags, RecvWr};
-use super::{RxMeta, Shared, Transmit};
+use super::wr::{AccessFlags, RecvWr};
+use super::{EngineState, RxMeta, Transmit};
 use crate::wire::{AethRepr, AethSyndrome, AtomicAckEthRepr, BthRepr, NakCode, Opcode, RethRepr, RoceRepr};
 use crate::Psn;
 use std::collections::VecDeque;
@@ -109,7 +109,7 @@ impl Responder {
     }
 
     /// Queues an ACK, replacing an ACK still waiting behind it (coalescing).
-    pub fn queue_ack(&mut self, sh: &mut Shared, psn: Psn) {
+    pub fn queue_ack(&mut self, sh: &mut EngineState, psn: Psn) {
         let ack = Response::Ack { psn, msn: self.msn, syndrome: AethSyndrome::Ack { credits: 0x1f } };
         if let Some(back @ Response::Ack { syndrome: AethSyndrome::Ack { .. }, .. }) = self.responses.back_mut() {
             *back = ack;
@@ -137,7 +137,7 @@ impl Responder {
 }
 
 /// Dispatches a request by the QP's transport.
-pub(crate) fn on_request(qp: &mut Qp, sh: &mut Shared, meta: &RxMeta, repr: &RoceRepr, payload: &[u8]) {
+pub(crate) fn on_request(qp: &mut Qp, sh: &mut EngineState, meta: &RxMeta, repr: &RoceRepr, payload: &[u8]) {
     let accepting = match qp.qp_type() {
         QpType::Rc => matches!(qp.state(), QpState::Rtr | QpState::Rts | QpState::Sqd),
         QpType::Uc | QpType::Ud => matches!(qp.state(), QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe),
@@ -156,7 +156,7 @@ pub(crate) fn on_request(qp: &mut Qp, sh: &mut Shared, meta: &RxMeta, repr: &Roc
 /// access needs no key (IBTA 9.4.4: the R_Key is not checked).
 pub(crate) fn check_rkey(
     qp: &Qp,
-    sh: &Shared,
+    sh: &EngineState,
     rkey: u32,
     va: u64,
     len: u64,
@@ -169,7 +169,7 @@ pub(crate) fn check_rkey(
 }
 
 /// Writes the next queued response of `qp` into `buf`.
-pub(crate) fn poll_response(qp: &mut Qp, sh: &mut Shared, buf: &mut [u8]) -> Option<Transmit> {
+pub(crate) fn poll_response(qp: &mut Qp, sh: &mut EngineState, buf: &mut [u8]) -> Option<Transmit> {
     if qp.qp_type() != QpType::Rc || qp.state() == QpState::Reset {
         return None;
     }
@@ -204,7 +204,14 @@ fn emit_ack(qp: &Qp, buf: &mut [u8], op: Opcode, psn: Psn, aeth: AethRepr, atomi
 
 /// One READ response packet; the data is read from memory now, so a region
 /// deregistered since the request turns into a remote access NAK.
-fn emit_read_response(qp: &mut Qp, sh: &mut Shared, buf: &mut [u8], res: Resource, start: Psn, next: Psn) -> usize {
+fn emit_read_response(
+    qp: &mut Qp,
+    sh: &mut EngineState,
+    buf: &mut [u8],
+    res: Resource,
+    start: Psn,
+    next: Psn,
+) -> usize {
     let ResourceKind::Read { reth } = res.kind else { unreachable!("read responses only for reads") };
     let mtu = qp.mtu(sh.port_mtu);
     let offset = (next - res.first_psn) as u32 * mtu;

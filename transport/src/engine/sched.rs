@@ -7,7 +7,7 @@
 
 use super::qp::QpTable;
 use super::time::Instant;
-use super::{requester, responder, Shared, Transmit};
+use super::{requester, responder, EngineState, Transmit};
 
 /// A set of QP numbers, sorted in a vector: insert, remove and "the first at
 /// or after" are binary searches, cheaper than a tree's for the tens to
@@ -67,7 +67,7 @@ impl TxSchedule {
     /// at the QP that sent last if it is in the middle of a message (a burst
     /// of a whole message, up to its window, as an RNIC's scheduler; ACKs
     /// then come per message), after it otherwise; each QP once at most.
-    pub fn poll(&mut self, qps: &mut QpTable, sh: &mut Shared, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+    pub fn poll(&mut self, qps: &mut QpTable, sh: &mut EngineState, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if sh.inflight < sh.inflight_budget && !self.budget_waiting.is_empty() {
             self.active.take_all(&mut self.budget_waiting);
         }

@@ -3,7 +3,7 @@
 //! limit is disarmed until `modify_srq` arms it again (IBTA 10.2.9.3).
 
 use super::memory::Pd;
-use super::verbs::RecvWr;
+use super::wr::RecvWr;
 use super::Event;
 use std::collections::VecDeque;
 

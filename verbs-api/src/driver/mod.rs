@@ -25,12 +25,12 @@ mod open;
 mod progress;
 mod tx;
 
-use crate::cm::Qp1;
 use crate::context::{OpenOptions, Progress};
 use crate::cq::CqInner;
 use crate::device::DeviceAttr;
 use crate::error::Error;
 use crate::event_fd::EventQueue;
+use crate::rdma_cm::Qp1;
 use crate::CompChannel;
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::os::fd::OwnedFd;

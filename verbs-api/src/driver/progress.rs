@@ -89,7 +89,7 @@ impl Driver {
         loop {
             let next = self.lock().qp1.as_mut().and_then(|q| q.events.pop_front());
             let Some(ev) = next else { break };
-            crate::cm::on_event(self, ev, &mut keep);
+            crate::rdma_cm::on_event(self, ev, &mut keep);
         }
         // IDs the events held are released last, outside every lock.
         drop(keep);

@@ -7,7 +7,7 @@ use super::super::params::{Params, Verb};
 use super::{conn_param, next_event, resolve, server_addr, unexpected, WAIT};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
-use uroce_verbs::cm::{CmEventType, CmId, EventChannel, PortSpace};
+use uroce_verbs::rdma_cm::{CmEventType, CmId, EventChannel, PortSpace};
 use uroce_verbs::{AccessFlags, Context, Cq, Mr, Pd, Qp, QpCap, QpInit, RecvWr, SendWr, WcStatus, WrOp};
 
 /// `sizeof(struct pingpong_dest)` on x86-64: five ints, padding, the vaddr,

@@ -16,7 +16,7 @@ use super::params::{Conn, Params, Verb};
 use super::session::Connector;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
-use uroce_verbs::cm::{CmEvent, CmEventType, CmId, ConnParam, EventChannel};
+use uroce_verbs::rdma_cm::{CmEvent, CmEventType, CmId, ConnParam, EventChannel};
 use uroce_verbs::Context;
 
 /// A wait for the peer gives up after this long (perftest waits forever).

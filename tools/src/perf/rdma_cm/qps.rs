@@ -8,7 +8,7 @@ use super::super::resources::Resources;
 use super::{conn_param, next_event, resolve, server_addr};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
-use uroce_verbs::cm::{CmEventType, CmId, EventChannel, PortSpace};
+use uroce_verbs::rdma_cm::{CmEventType, CmId, EventChannel, PortSpace};
 use uroce_verbs::Context;
 
 /// perftest's retries of the test QPs' connect (`rdma_cm_client_connection`).

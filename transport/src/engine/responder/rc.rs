@@ -5,8 +5,8 @@ use super::{check_rkey, InMessage, Resource, ResourceKind, Response};
 use crate::engine::memory::AtomicOp;
 use crate::engine::qp::Qp;
 use crate::engine::status::WcStatus;
-use crate::engine::verbs::{AccessFlags, WcFlags, WcOpcode, WorkCompletion};
-use crate::engine::{Counter, Event, Shared, MAX_MSG_SZ as MAX_MSG};
+use crate::engine::wr::{AccessFlags, WcFlags, WcOpcode, WorkCompletion};
+use crate::engine::{Counter, EngineState, Event, MAX_MSG_SZ as MAX_MSG};
 use crate::wire::{AethSyndrome, NakCode, Opcode, Position, RethRepr, RoceRepr};
 use crate::Psn;
 
@@ -55,7 +55,7 @@ pub(super) fn in_sequence(msg: &InMessage, k: Kind) -> bool {
 }
 
 /// A failed request: NAK it, fail the receive in progress, go to ERR.
-fn fatal(qp: &mut Qp, sh: &mut Shared, psn: Psn, code: NakCode, recv_status: WcStatus) {
+fn fatal(qp: &mut Qp, sh: &mut EngineState, psn: Psn, code: NakCode, recv_status: WcStatus) {
     qp.resp.queue_nak(psn, AethSyndrome::Nak(code));
     if let Some(wr) = qp.resp.take_message_recv() {
         qp.complete_recv_error(sh, &wr, recv_status);
@@ -68,7 +68,7 @@ fn fatal(qp: &mut Qp, sh: &mut Shared, psn: Psn, code: NakCode, recv_status: WcS
     qp.enter_error(sh);
 }
 
-pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload: &[u8]) {
+pub(super) fn on_request(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, payload: &[u8]) {
     let psn = repr.bth.psn;
     let d = psn - qp.resp.psn;
     if d > 0 {
@@ -126,7 +126,7 @@ fn flush_access(repr: &RoceRepr) -> AccessFlags {
 }
 
 /// A request already executed: ACK again, or replay the READ / atomic result.
-fn duplicate(qp: &mut Qp, sh: &mut Shared, k: Kind, repr: &RoceRepr) {
+fn duplicate(qp: &mut Qp, sh: &mut EngineState, k: Kind, repr: &RoceRepr) {
     let psn = repr.bth.psn;
     match k {
         Kind::Send(_) | Kind::Write(_) => {
@@ -172,7 +172,7 @@ fn duplicate(qp: &mut Qp, sh: &mut Shared, k: Kind, repr: &RoceRepr) {
 }
 
 /// After an accepted packet: advance, count the message, ACK when asked.
-fn accepted(qp: &mut Qp, sh: &mut Shared, psn: Psn, ends_message: bool, ack_req: bool) {
+fn accepted(qp: &mut Qp, sh: &mut EngineState, psn: Psn, ends_message: bool, ack_req: bool) {
     qp.resp.psn = psn.next();
     if ends_message {
         qp.resp.next_msn();
@@ -182,12 +182,12 @@ fn accepted(qp: &mut Qp, sh: &mut Shared, psn: Psn, ends_message: bool, ack_req:
     }
 }
 
-fn rnr_nak(qp: &mut Qp, sh: &mut Shared, psn: Psn) {
+fn rnr_nak(qp: &mut Qp, sh: &mut EngineState, psn: Psn) {
     sh.counters.inc(Counter::SendRnrErr);
     qp.resp.queue_nak(psn, AethSyndrome::RnrNak { timer: qp.attr.min_rnr_timer });
 }
 
-fn send(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &[u8]) {
+fn send(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, payload: &[u8]) {
     let psn = repr.bth.psn;
     let mtu = qp.mtu(sh.port_mtu) as usize;
     let full = matches!(pos, Position::First | Position::Middle);
@@ -246,11 +246,11 @@ fn send(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &
 /// False when there is no such region in the PD. (This engine has no memory
 /// windows or fast-registration MRs, so any MR of the PD can be invalidated;
 /// on rxe only those can.)
-fn invalidate(qp: &Qp, sh: &mut Shared, rkey: u32) -> bool {
+fn invalidate(qp: &Qp, sh: &mut EngineState, rkey: u32) -> bool {
     sh.mrs.invalidate(rkey, qp.init.pd)
 }
 
-fn write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &[u8]) {
+fn write(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, payload: &[u8]) {
     let psn = repr.bth.psn;
     let mtu = qp.mtu(sh.port_mtu) as usize;
     if matches!(pos, Position::First | Position::Only) {
@@ -300,7 +300,7 @@ fn write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: 
     accepted(qp, sh, psn, last, repr.bth.ack_req);
 }
 
-fn read(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr) {
+fn read(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr) {
     let psn = repr.bth.psn;
     let Some(reth) = repr.reth else { return };
     if qp.attr.max_dest_rd_atomic == 0 || reth.dma_len > MAX_MSG {
@@ -319,7 +319,7 @@ fn read(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr) {
     qp.resp.psn = psn + npkts;
 }
 
-fn atomic(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr) {
+fn atomic(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr) {
     let psn = repr.bth.psn;
     let Some(a) = repr.atomic_eth else { return };
     if qp.attr.max_dest_rd_atomic == 0 || a.va % 8 != 0 {
@@ -344,7 +344,7 @@ fn atomic(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr) {
 
 /// ATOMIC_WRITE: 8 bytes, 8-byte aligned, written at once under an rkey with
 /// remote write. Answered by an empty READ RESPONSE ONLY.
-fn atomic_write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload: &[u8]) {
+fn atomic_write(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, payload: &[u8]) {
     let psn = repr.bth.psn;
     let Some(reth) = repr.reth else { return };
     if qp.attr.max_dest_rd_atomic == 0 || reth.dma_len != 8 || payload.len() != 8 || reth.va % 8 != 0 {
@@ -365,7 +365,7 @@ fn atomic_write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload: &[u8]) {
 /// are already visible to whoever reads the region, so nothing else is done;
 /// persistence is the storage's business. Answered by an empty READ
 /// RESPONSE ONLY.
-fn flush(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr) {
+fn flush(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr) {
     let psn = repr.bth.psn;
     let (Some(feth), Some(reth)) = (repr.feth, repr.reth) else { return };
     // Reserved selectivity levels and placement types are invalid requests.

@@ -6,11 +6,11 @@ use super::rc::{in_sequence, kind, Kind};
 use super::{check_rkey, InMessage};
 use crate::engine::qp::Qp;
 use crate::engine::status::WcStatus;
-use crate::engine::verbs::{AccessFlags, WcFlags, WcOpcode, WorkCompletion};
-use crate::engine::Shared;
+use crate::engine::wr::{AccessFlags, WcFlags, WcOpcode, WorkCompletion};
+use crate::engine::EngineState;
 use crate::wire::{Position, RoceRepr};
 
-pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload: &[u8]) {
+pub(super) fn on_request(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, payload: &[u8]) {
     let psn = repr.bth.psn;
     // No counter: rxe counts out-of-sequence requests of RC only.
     if psn != qp.resp.psn {
@@ -44,14 +44,14 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, payload:
 }
 
 /// Abandons the message in progress; its receive WR goes back to the queue.
-fn drop_message(qp: &mut Qp, sh: &mut Shared) {
+fn drop_message(qp: &mut Qp, sh: &mut EngineState) {
     qp.resp.drop_msg = true;
     if let Some(wr) = qp.resp.take_message_recv() {
         qp.untake_recv(sh, wr);
     }
 }
 
-fn send(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &[u8]) {
+fn send(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, payload: &[u8]) {
     if matches!(pos, Position::First | Position::Only) {
         let Some(wr) = qp.take_recv(sh) else {
             qp.resp.drop_msg = true;
@@ -82,7 +82,7 @@ fn send(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &
     }
 }
 
-fn write(qp: &mut Qp, sh: &mut Shared, repr: &RoceRepr, pos: Position, payload: &[u8]) {
+fn write(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, payload: &[u8]) {
     if matches!(pos, Position::First | Position::Only) {
         let Some(reth) = repr.reth else { return };
         if check_rkey(qp, sh, reth.rkey, reth.va, reth.dma_len.into(), AccessFlags::REMOTE_WRITE).is_err() {

@@ -3,12 +3,12 @@
 
 use crate::engine::qp::Qp;
 use crate::engine::status::WcStatus;
-use crate::engine::verbs::{Gid, WcFlags, WcOpcode, WorkCompletion};
-use crate::engine::{RxMeta, Shared, GRH_LEN};
+use crate::engine::wr::{Gid, WcFlags, WcOpcode, WorkCompletion};
+use crate::engine::{EngineState, RxMeta, GRH_LEN};
 use crate::wire::ip::{self, ipv4, ipv6, udp};
 use crate::wire::RoceRepr;
 
-pub(super) fn on_request(qp: &mut Qp, sh: &mut Shared, meta: &RxMeta, repr: &RoceRepr, payload: &[u8]) {
+pub(super) fn on_request(qp: &mut Qp, sh: &mut EngineState, meta: &RxMeta, repr: &RoceRepr, payload: &[u8]) {
     let Some(deth) = repr.deth else { return };
     // A UD QP takes only messages sent with its Q_Key, and none above the MTU.
     if deth.qkey != qp.attr.qkey || payload.len() > qp.mtu(sh.port_mtu) as usize {

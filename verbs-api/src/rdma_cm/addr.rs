@@ -12,7 +12,7 @@ use crate::error::Error;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
-use uroce_transport::cm::ip::flow_label;
+use uroce_transport::cm::ip::flow_label_of_ports;
 use uroce_transport::engine::Gid;
 
 /// Hop limit of rdma_cm's RoCE routes (the GRH's, the IPv4 TTL).
@@ -137,7 +137,7 @@ impl CmId {
             sgid_index: gid_index(&ctx, sgid),
             dgid: Gid::from_ip(dst.ip()),
             path_mtu: ctx.query_port().active_mtu,
-            flow_label: flow_label(src.port(), dst.port()),
+            flow_label: flow_label_of_ports(src.port(), dst.port()),
             hop_limit: HOP_LIMIT,
             traffic_class: 0,
         });

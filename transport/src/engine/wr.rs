@@ -1,6 +1,6 @@
-//! The nouns of libibverbs as plain Rust values: work requests, completions,
-//! access and send flags. Numeric values are libibverbs' so they can be shown
-//! and compared with what a C verbs user sees.
+//! Work requests and completions, and the nouns they carry (SGEs, access and
+//! send flags, GIDs), as plain Rust values. Numeric values are libibverbs'
+//! so they can be shown and compared with what a C verbs user sees.
 
 use super::status::WcStatus;
 use core::fmt;

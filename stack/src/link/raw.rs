@@ -1,4 +1,4 @@
-//! What the raw links (packet, tap) share: Ethernet/IPv4/IPv6/UDP framing on
+//! The raw-link engine ([`RawLink`]), what the raw links (packet, tap) share: Ethernet/IPv4/IPv6/UDP framing on
 //! [`crate::frame`], the ICRC on transmit and its check on receive, ARP and
 //! neighbour discovery for the link's own addresses, and the neighbour cache.
 
@@ -32,7 +32,7 @@ pub(crate) trait FrameIo: Send {
 }
 
 /// The addresses and options a raw link runs with.
-pub(crate) struct EtherConfig {
+pub(crate) struct RawLinkConfig {
     pub kind: &'static str,
     pub name: String,
     pub ifname: String,
@@ -63,7 +63,7 @@ struct Ctl {
     roce: bool,
 }
 
-pub(crate) struct EtherLink<I: FrameIo> {
+pub(crate) struct RawLink<I: FrameIo> {
     io: I,
     mac: [u8; 6],
     ipv4: Option<(Ipv4Addr, u8)>,
@@ -84,8 +84,8 @@ pub(crate) struct EtherLink<I: FrameIo> {
     _guards: Vec<UdpSocket>,
 }
 
-impl<I: FrameIo> EtherLink<I> {
-    pub(crate) fn new(io: I, cfg: EtherConfig) -> EtherLink<I> {
+impl<I: FrameIo> RawLink<I> {
+    pub(crate) fn new(io: I, cfg: RawLinkConfig) -> RawLink<I> {
         let link_local = Gid::link_local(cfg.mac);
         let ll = link_local.to_ipv6();
         let mut ipv6 = vec![ll];
@@ -106,7 +106,7 @@ impl<I: FrameIo> EtherLink<I> {
             frame_type: LinkType::Ethernet,
         };
         let slot = (cfg.mtu + ETH_HDR).min(MAX_SLOT);
-        EtherLink {
+        RawLink {
             io,
             mac: cfg.mac,
             ipv4: cfg.ipv4,
@@ -538,9 +538,9 @@ fn drop_frame(e: &io::Error) -> bool {
     )
 }
 
-/// The Link implementation of a newtype around an [`EtherLink`], and its
+/// The Link implementation of a newtype around an [`RawLink`], and its
 /// `info()`.
-macro_rules! ether_link_impl {
+macro_rules! raw_link_impl {
     ($t:ty) => {
         impl $t {
             /// What the link is (also returned by [`$crate::link::open`]).
@@ -575,7 +575,7 @@ macro_rules! ether_link_impl {
         }
     };
 }
-pub(crate) use ether_link_impl;
+pub(crate) use raw_link_impl;
 
 /// Sockets on `IP:4791` for each of `addrs` the kernel holds, so that it drops
 /// RoCE packets to them quietly instead of answering ICMP port-unreachable.
@@ -625,9 +625,9 @@ mod tests {
     const PEER: [u8; 6] = [0x02, 0, 0, 0, 0, 0x42];
 
     /// A link whose link-local address the kernel also holds (`kernel_owned`).
-    fn link(kernel_owned: bool) -> (EtherLink<Recorder>, Ipv6Addr) {
+    fn link(kernel_owned: bool) -> (RawLink<Recorder>, Ipv6Addr) {
         let ll = Gid::link_local(OURS).to_ipv6();
-        let cfg = EtherConfig {
+        let cfg = RawLinkConfig {
             kind: "packet",
             name: "packet:test0".into(),
             ifname: "test0".into(),
@@ -640,11 +640,11 @@ mod tests {
             guards: vec![],
             rx_queue_packets: 0,
         };
-        (EtherLink::new(Recorder::default(), cfg), ll)
+        (RawLink::new(Recorder::default(), cfg), ll)
     }
 
     /// The advertisements `link` sends for `target` after a solicitation from `src`.
-    fn adverts_after_solicit(link: &mut EtherLink<Recorder>, src: Ipv6Addr, target: Ipv6Addr) -> usize {
+    fn adverts_after_solicit(link: &mut RawLink<Recorder>, src: Ipv6Addr, target: Ipv6Addr) -> usize {
         let mut frame = Vec::new();
         neighbour::neighbour_solicit(&mut frame, PEER, src, target);
         let mut batch = RxBatch::new();

@@ -19,7 +19,7 @@
 //! ```
 //! use std::net::SocketAddr;
 //! use std::time::Duration;
-//! use uroce_verbs::cm::*;
+//! use uroce_verbs::rdma_cm::*;
 //! use uroce_verbs::*;
 //! let t = Duration::from_secs(10);
 //! // Two loopback addresses (as 127.0.24.1 and 127.0.24.2 would be) no other test uses.
