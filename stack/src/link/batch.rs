@@ -52,11 +52,6 @@ impl RxBatch {
         self.kept.clear();
     }
 
-    /// The `i`-th datagram, in the order they were received.
-    pub fn get(&self, i: usize) -> Option<RxDatagram<'_>> {
-        self.kept.get(i).map(|k| self.view(k))
-    }
-
     /// The datagrams, in the order they were received.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = RxDatagram<'_>> + '_ {
         self.kept.iter().map(|k| self.view(k))
@@ -78,15 +73,6 @@ impl RxBatch {
         self.area(d.roce.len()).copy_from_slice(d.roce);
         self.commit(d.roce.len());
         self.keep_at(d.peer, d.src_port, d.local, start..start + d.roce.len(), d.integrity);
-    }
-
-    /// Moves every datagram of `other` to the end of this batch (a copy of
-    /// the bytes), leaving `other` empty.
-    pub fn append(&mut self, other: &mut RxBatch) {
-        for d in other.iter() {
-            self.push(&d);
-        }
-        other.clear();
     }
 
     /// `len` writable bytes after what the batch holds, for a link's receive
@@ -151,19 +137,8 @@ mod tests {
         assert_eq!(got, [(b"first".to_vec(), 7), (b"second".to_vec(), 9)]);
         let cap = b.buf.len();
         b.clear();
-        assert!(b.is_empty() && b.get(0).is_none());
+        assert!(b.is_empty() && b.iter().next().is_none());
         b.push(&gram(b"x"));
-        assert_eq!((b.buf.len(), b.get(0).unwrap().roce), (cap, &b"x"[..]));
-    }
-
-    #[test]
-    fn append_moves_everything() {
-        let (mut a, mut b) = (RxBatch::new(), RxBatch::new());
-        a.push(&gram(b"a"));
-        b.push(&gram(b"b"));
-        b.push(&gram(b"c"));
-        a.append(&mut b);
-        assert!(b.is_empty());
-        assert_eq!(a.iter().map(|d| d.roce[0]).collect::<Vec<_>>(), b"abc");
+        assert_eq!((b.buf.len(), b.iter().next().unwrap().roce), (cap, &b"x"[..]));
     }
 }

@@ -212,9 +212,7 @@ impl<L: Link> Impair<L> {
         }
         r
     }
-}
 
-impl<L: Link> Impair<L> {
     /// Loses, duplicates, corrupts, delays or reorders one datagram the
     /// inner link received, holding what survives until it is due.
     fn impair_arrival(&mut self, d: &RxDatagram<'_>) {

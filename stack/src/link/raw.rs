@@ -1,6 +1,7 @@
-//! The raw-link engine ([`RawLink`]), what the raw links (packet, tap) share: Ethernet/IPv4/IPv6/UDP framing on
-//! [`crate::frame`], the ICRC on transmit and its check on receive, ARP and
-//! neighbour discovery for the link's own addresses, and the neighbour cache.
+//! The raw-link engine ([`RawLink`]): what the raw links (packet, tap)
+//! share. Ethernet/IPv4/IPv6/UDP framing on [`crate::frame`], the ICRC on
+//! transmit and its check on receive, ARP and neighbour discovery for the
+//! link's own addresses, and the neighbour cache.
 
 use super::gid::{Gid, GidTable};
 use super::neighbour::{self, Ndisc, NeighbourCache, NeighbourConfig, Resolution};

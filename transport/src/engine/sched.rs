@@ -36,7 +36,7 @@ impl QpnSet {
     }
     /// Moves every member of `other` here.
     fn take_all(&mut self, other: &mut QpnSet) {
-        for qpn in std::mem::take(&mut other.0) {
+        for qpn in other.0.drain(..) {
             self.insert(qpn);
         }
     }
