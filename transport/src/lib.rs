@@ -6,8 +6,8 @@
 //! - [`Psn`]: the 24-bit packet sequence number.
 //! - [`engine`]: the queue-pair engine (RC, UC, UD), sans-IO.
 //! - `sim` (with the feature `sim`): two engines over a simulated, impaired
-//!   link with a virtual clock, and the workloads the tests and the goodput
-//!   table run.
+//!   link with a virtual clock, the QP pair most tests start from, and the
+//!   workloads the tests and the goodput table run.
 //!
 //! This crate never reads a clock, sleeps or touches a socket
 //! (`tests/sans_io.rs` keeps it so).
