@@ -7,7 +7,7 @@
 //! - [`engine`]: the queue-pair engine (RC, UC, UD), sans-IO.
 //! - `sim` (with the feature `sim`): two engines over a simulated, impaired
 //!   link with a virtual clock, the QP pair most tests start from, and the
-//!   workloads the tests and the goodput table run.
+//!   workloads the tests, the goodput table and the retry statistics run.
 //!
 //! This crate never reads a clock, sleeps or touches a socket
 //! (`tests/sans_io.rs` keeps it so).

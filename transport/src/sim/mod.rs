@@ -15,6 +15,7 @@
 pub mod goodput;
 mod link;
 mod pair;
+pub mod pingpong;
 pub mod probe;
 mod setup;
 mod workload;
