@@ -15,7 +15,7 @@ use uroce_transport::engine::{
     AccessFlags, Engine, Instant, Mtu, QpType, RxMeta, SendWr, Sge, Transmit, WcOpcode, WcStatus, WrOp, MAX_PACKET_LEN,
 };
 use uroce_transport::icrc;
-use uroce_transport::sim::{connect, create_endpoint, Endpoint, LinkConfig, QpOptions, Sim};
+use uroce_transport::sim::{Endpoint, Pair, QpOptions, Sim};
 use uroce_transport::wire::ip::{emit_headers, MAX_HEADERS_LEN};
 use uroce_transport::wire::{ICRC_LEN, ROCEV2_UDP_PORT};
 
@@ -55,16 +55,12 @@ pub struct Exchange {
 
 impl Bench {
     pub fn new() -> Bench {
-        let mut sim = Sim::new(8, LinkConfig::clean());
-        let o = QpOptions::new(QpType::Rc, Mtu::Mtu4096);
-        let a = create_endpoint(&mut sim.engines[0], &o, None, None);
-        let b = create_endpoint(&mut sim.engines[1], &o, None, None);
-        connect(&mut sim, &a, &b, &o);
+        let mut p = Pair::new(8, &QpOptions::new(QpType::Rc, Mtu::Mtu4096));
         let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
         let pattern: Vec<u8> = (0..PAYLOAD).map(|i| (i * 7 + 3) as u8).collect();
-        let src_key = sim.engines[0].reg_mr(a.pd, SRC, Box::new(pattern), access).expect("PD").lkey;
-        let dst_key = sim.engines[1].reg_mr(b.pd, DST, Box::new(vec![0u8; PAYLOAD]), access).expect("PD").lkey;
-        Bench { sim, a, src_key, dst_key, tx: vec![0u8; MAX_PACKET_LEN], wr_id: 0, writes: 0, acks: 0 }
+        let src_key = p.reg_mr(0, SRC, pattern, access);
+        let dst_key = p.reg_mr(1, DST, vec![0u8; PAYLOAD], access);
+        Bench { sim: p.sim, a: p.a, src_key, dst_key, tx: vec![0u8; MAX_PACKET_LEN], wr_id: 0, writes: 0, acks: 0 }
     }
 
     fn wr(&mut self) -> SendWr {

@@ -21,14 +21,15 @@ fn free_port() -> u16 {
 
 /// Runs a pingpong over an impaired link, again (up to 3 runs) while it ends
 /// in RETRY_EXC_ERR. The engine recovers from the link's 5% loss and
-/// reordering with certainty in practice: transport/tests/pingpong_retry.rs
-/// puts the chance of 8 rounds in a row without progress near 5e-10 a
-/// message. What ends a run so (about 1% of them on this 2-vCPU machine, more
-/// under load) is the thread of one end not being scheduled for the 8
-/// timeouts (0.54 s) its peer waits: its capture shows a silence of 0.5 to
-/// 1 s, then all the peer's retransmissions read at once. Such stalls come in
-/// bursts, hence more than one more run. Each timeout the impairment causes
-/// costs 67 ms, so an impaired run lasts long enough to meet one; -n is small.
+/// reordering with certainty in practice: the model of
+/// transport/src/sim/pingpong.rs puts the chance of 8 rounds in a row without
+/// progress near 5e-10 a message. What ends a run so (about 1% of them on
+/// this 2-vCPU machine, more under load) is the thread of one end not being
+/// scheduled for the 8 timeouts (0.54 s) its peer waits: its capture shows a
+/// silence of 0.5 to 1 s, then all the peer's retransmissions read at once.
+/// Such stalls come in bursts, hence more than one more run. Each timeout the
+/// impairment causes costs 67 ms, so an impaired run lasts long enough to
+/// meet one; -n is small.
 fn run_impaired(args: &[&str]) -> (i32, String, String) {
     let mut r = run(args);
     for _ in 0..2 {

@@ -5,8 +5,9 @@
 //! - [`icrc`]: the invariant CRC over IPv4 and IPv6 RoCEv2 packets.
 //! - [`Psn`]: the 24-bit packet sequence number.
 //! - [`engine`]: the queue-pair engine (RC, UC, UD), sans-IO.
-//! - [`sim`]: two engines over a simulated, impaired link with a virtual
-//!   clock, and the workloads the tests and the goodput table run.
+//! - `sim` (with the feature `sim`): two engines over a simulated, impaired
+//!   link with a virtual clock, the QP pair most tests start from, and the
+//!   workloads the tests, the goodput table and the retry statistics run.
 //!
 //! This crate never reads a clock, sleeps or touches a socket
 //! (`tests/sans_io.rs` keeps it so).
@@ -19,6 +20,7 @@ pub mod wire;
 
 pub use psn::Psn;
 pub mod engine;
+#[cfg(feature = "sim")]
 pub mod sim;
 
 pub mod cm;

@@ -5,48 +5,16 @@ use uroce_transport::engine::{
     AccessFlags, Counter, Engine, Event, Mtu, QpAttr, QpAttrMask, QpState, QpType, RecvWr, SendFlags, SendWr, Sge,
     WcOpcode, WcStatus, WorkCompletion, WrOp,
 };
-use uroce_transport::sim::{connect, create_endpoint, Endpoint, LinkConfig, QpOptions, Sim};
-use uroce_transport::wire::{BthRepr, Opcode, RocePacket, RoceRepr};
+use uroce_transport::sim::probe::{mr_contents, parse, poll_all};
+use uroce_transport::sim::{create_endpoint, LinkConfig, Pair, QpOptions, Sim, REGION_ACCESS};
+use uroce_transport::wire::{BthRepr, Opcode, RoceRepr};
 use uroce_transport::Psn;
 
-const ALL: AccessFlags = AccessFlags(
-    AccessFlags::LOCAL_WRITE.0
-        | AccessFlags::REMOTE_WRITE.0
-        | AccessFlags::REMOTE_READ.0
-        | AccessFlags::REMOTE_ATOMIC.0,
-);
+const SEED: u64 = 7;
 
-struct Pair {
-    sim: Sim,
-    a: Endpoint,
-    b: Endpoint,
-}
-
-fn pair_with(o: QpOptions) -> Pair {
-    let mut sim = Sim::new(7, LinkConfig::clean());
-    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
-    let b = create_endpoint(&mut sim.engines[1], &o, None, None);
-    connect(&mut sim, &a, &b, &o);
-    Pair { sim, a, b }
-}
-
+/// An RC pair at path MTU 1024, without regions.
 fn pair() -> Pair {
-    pair_with(QpOptions::new(QpType::Rc, Mtu::Mtu1024))
-}
-
-fn reg(e: &mut Engine, ep: &Endpoint, addr: u64, bytes: Vec<u8>, access: AccessFlags) -> u32 {
-    e.reg_mr(ep.pd, addr, Box::new(bytes), access).unwrap().lkey
-}
-
-fn contents(e: &Engine, key: u32) -> Vec<u8> {
-    let m = e.mr(key).unwrap();
-    let mut v = vec![0u8; m.len()];
-    m.read(0, &mut v);
-    v
-}
-
-fn poll_all(e: &mut Engine, cq: uroce_transport::engine::CqHandle) -> Vec<WorkCompletion> {
-    std::iter::from_fn(|| e.poll_cq(cq)).collect()
+    Pair::new(SEED, &QpOptions::new(QpType::Rc, Mtu::Mtu1024))
 }
 
 /// Runs until `n` completions are on node 0's send CQ (bounded).
@@ -62,14 +30,14 @@ fn events(e: &mut Engine) -> Vec<Event> {
 
 /// Node 0 sends a 100-byte buffer with `op`; returns its source key.
 fn post(p: &mut Pair, wr_id: u64, op: WrOp, len: u32) -> u32 {
-    let src = reg(&mut p.sim.engines[0], &p.a, 0x1000, vec![0x5a; 4096], ALL);
+    let src = p.reg_mr(0, 0x1000, vec![0x5a; 4096], REGION_ACCESS);
     let sge = Sge { addr: 0x1000, length: len, lkey: src };
     p.sim.engines[0].post_send(p.a.qpn, SendWr::new(wr_id, op, vec![sge])).unwrap();
     src
 }
 
 fn post_recv(p: &mut Pair, wr_id: u64, len: u32) -> u32 {
-    let dst = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 4096], ALL);
+    let dst = p.reg_mr(1, 0x8000, vec![0; 4096], REGION_ACCESS);
     let sge = Sge { addr: 0x8000, length: len, lkey: dst };
     p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id, sg_list: vec![sge] }).unwrap();
     dst
@@ -95,7 +63,7 @@ fn no_receive_posted_is_rnr_nak_then_success() {
 fn rnr_retries_exhausted() {
     let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
     o.rnr_retry = 2;
-    let mut p = pair_with(o);
+    let mut p = Pair::new(SEED, &o);
     post(&mut p, 1, WrOp::Send, 100);
     post(&mut p, 2, WrOp::Send, 100);
     let wcs = run_for_sends(&mut p, 2);
@@ -115,7 +83,7 @@ fn vanished_peer_is_retry_exceeded_then_flush() {
     let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
     o.retry_cnt = 3;
     o.timeout = 8; // 1.05 ms
-    let mut p = pair_with(o);
+    let mut p = Pair::new(SEED, &o);
     p.sim.link.loss = 1.0;
     for id in 1..=3 {
         post(&mut p, id, WrOp::Send, 2000);
@@ -156,19 +124,19 @@ fn remote_write_fails(access: AccessFlags, other_pd: bool, va: u64, rkey_offset:
         wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
         [(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]
     );
-    assert_eq!(contents(&p.sim.engines[1], key), before, "responder memory untouched");
+    assert_eq!(mr_contents(&p.sim.engines[1], key), before, "responder memory untouched");
     assert_eq!(p.sim.engines[1].query_qp(p.b.qpn).unwrap().qp_state, QpState::Err);
     assert!(events(&mut p.sim.engines[1]).contains(&Event::QpAccessError { qpn: p.b.qpn }));
 }
 
 #[test]
 fn bad_rkey_is_remote_access_error() {
-    remote_write_fails(ALL, false, 0x8000, 0x1000);
+    remote_write_fails(REGION_ACCESS, false, 0x8000, 0x1000);
 }
 
 #[test]
 fn out_of_bounds_is_remote_access_error() {
-    remote_write_fails(ALL, false, 0x8000 + 56, 0);
+    remote_write_fails(REGION_ACCESS, false, 0x8000 + 56, 0);
 }
 
 #[test]
@@ -178,14 +146,14 @@ fn missing_remote_write_is_remote_access_error() {
 
 #[test]
 fn wrong_pd_is_remote_access_error() {
-    remote_write_fails(ALL, true, 0x8000, 0);
+    remote_write_fails(REGION_ACCESS, true, 0x8000, 0);
 }
 
 #[test]
 fn read_and_atomic_need_their_access_flags() {
     for op in [0, 1] {
         let mut p = pair();
-        let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![7; 64], AccessFlags::LOCAL_WRITE);
+        let key = p.reg_mr(1, 0x8000, vec![7; 64], AccessFlags::LOCAL_WRITE);
         let wr = if op == 0 {
             WrOp::RdmaRead { remote_addr: 0x8000, rkey: key }
         } else {
@@ -194,27 +162,27 @@ fn read_and_atomic_need_their_access_flags() {
         post(&mut p, 1, wr, 8);
         let wcs = run_for_sends(&mut p, 1);
         assert_eq!(wcs[0].status, WcStatus::RemAccessErr, "{wr:?}");
-        assert_eq!(contents(&p.sim.engines[1], key), vec![7; 64]);
+        assert_eq!(mr_contents(&p.sim.engines[1], key), vec![7; 64]);
     }
 }
 
 #[test]
 fn misaligned_atomic_is_remote_invalid_request() {
     let mut p = pair();
-    let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 64], ALL);
+    let key = p.reg_mr(1, 0x8000, vec![0; 64], REGION_ACCESS);
     post(&mut p, 1, WrOp::AtomicCmpSwp { remote_addr: 0x8004, rkey: key, compare: 0, swap: 9 }, 8);
     let wcs = run_for_sends(&mut p, 1);
     assert_eq!(wcs[0].status, WcStatus::RemInvReqErr);
     assert_eq!(wcs[0].status.to_string(), "remote invalid request error");
-    assert_eq!(contents(&p.sim.engines[1], key), vec![0; 64]);
+    assert_eq!(mr_contents(&p.sim.engines[1], key), vec![0; 64]);
 }
 
 #[test]
 fn operation_the_qp_does_not_enable_is_remote_invalid_request() {
     let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
     o.access = AccessFlags::REMOTE_WRITE;
-    let mut p = pair_with(o);
-    let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![3; 64], ALL);
+    let mut p = Pair::new(SEED, &o);
+    let key = p.reg_mr(1, 0x8000, vec![3; 64], REGION_ACCESS);
     post(&mut p, 1, WrOp::RdmaRead { remote_addr: 0x8000, rkey: key }, 8);
     let wcs = run_for_sends(&mut p, 1);
     assert_eq!(wcs[0].status, WcStatus::RemInvReqErr);
@@ -227,7 +195,7 @@ fn answers(p: &mut Pair, pkt: &[u8]) -> Vec<RoceRepr> {
     let mut buf = vec![0u8; uroce_transport::engine::MAX_PACKET_LEN];
     let mut out = Vec::new();
     while let Some(tx) = p.sim.engines[1].poll_transmit(p.sim.now, &mut buf) {
-        out.push(RoceRepr::parse(&RocePacket::new_checked(&buf[..tx.len]).unwrap()).unwrap());
+        out.push(parse(&buf[..tx.len]));
     }
     out
 }
@@ -266,7 +234,7 @@ fn invalid_opcode_for_the_qp_is_nak_invalid_request() {
 fn bad_lkey_or_range_is_local_protection_error() {
     let mut p = pair();
     post_recv(&mut p, 1, 4096);
-    let src = reg(&mut p.sim.engines[0], &p.a, 0x1000, vec![1; 64], ALL);
+    let src = p.reg_mr(0, 0x1000, vec![1; 64], REGION_ACCESS);
     let wrs = [
         Sge { addr: 0x1000, length: 8, lkey: src ^ 0x100 },
         Sge { addr: 0x1000 + 60, length: 8, lkey: src },
@@ -286,8 +254,8 @@ fn bad_lkey_or_range_is_local_protection_error() {
 #[test]
 fn read_into_a_region_without_local_write_is_local_protection_error() {
     let mut p = pair();
-    let remote = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![1; 64], ALL);
-    let ro = reg(&mut p.sim.engines[0], &p.a, 0x1000, vec![0; 64], AccessFlags::REMOTE_READ);
+    let remote = p.reg_mr(1, 0x8000, vec![1; 64], REGION_ACCESS);
+    let ro = p.reg_mr(0, 0x1000, vec![0; 64], AccessFlags::REMOTE_READ);
     let sge = Sge { addr: 0x1000, length: 8, lkey: ro };
     let wr = SendWr::new(5, WrOp::RdmaRead { remote_addr: 0x8000, rkey: remote }, vec![sge]);
     p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
@@ -299,12 +267,12 @@ fn read_into_a_region_without_local_write_is_local_protection_error() {
 fn length_errors() {
     // An atomic needs an 8-byte local buffer.
     let mut p = pair();
-    let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 64], ALL);
+    let key = p.reg_mr(1, 0x8000, vec![0; 64], REGION_ACCESS);
     post(&mut p, 1, WrOp::AtomicFetchAdd { remote_addr: 0x8000, rkey: key, add: 1 }, 4);
     let wcs = run_for_sends(&mut p, 1);
     assert_eq!(wcs[0].status, WcStatus::LocLenErr);
     assert_eq!(wcs[0].status.to_string(), "local length error");
-    assert_eq!(contents(&p.sim.engines[1], key), vec![0; 64]);
+    assert_eq!(mr_contents(&p.sim.engines[1], key), vec![0; 64]);
 
     // A message longer than 2^31 bytes, in two SGEs.
     let mut p = pair();
@@ -364,7 +332,7 @@ fn unsignaled_wrs_complete_silently_unless_they_fail() {
     for id in 0..3 {
         post_recv(&mut p, id, 4096);
     }
-    let src = reg(&mut p.sim.engines[0], &p.a, 0x1000, vec![1; 64], ALL);
+    let src = p.reg_mr(0, 0x1000, vec![1; 64], REGION_ACCESS);
     for id in 0..3u64 {
         let mut wr = SendWr::new(id, WrOp::Send, vec![Sge { addr: 0x1000, length: 8, lkey: src }]);
         wr.flags = if id == 1 { SendFlags::SIGNALED } else { SendFlags::EMPTY };
@@ -382,8 +350,8 @@ fn cq_overflow_is_an_async_error() {
     let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
     o.cq_size = 2;
     o.sq_sig_all = true;
-    let mut p = pair_with(o);
-    let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 64], ALL);
+    let mut p = Pair::new(SEED, &o);
+    let key = p.reg_mr(1, 0x8000, vec![0; 64], REGION_ACCESS);
     for id in 0..4 {
         post(&mut p, id, WrOp::RdmaWrite { remote_addr: 0x8000, rkey: key }, 8);
     }
@@ -406,11 +374,10 @@ fn receive_cq_overflow_fails_the_responder_and_the_requester_times_out() {
     let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
     o.retry_cnt = 1;
     o.timeout = 8;
-    let mut sim = Sim::new(7, LinkConfig::clean());
+    let mut sim = Sim::new(SEED, LinkConfig::clean());
     let a = create_endpoint(&mut sim.engines[0], &o, None, None);
     let b = create_endpoint(&mut sim.engines[1], &QpOptions { cq_size: 1, ..o }, None, None);
-    connect(&mut sim, &a, &b, &o);
-    let mut p = Pair { sim, a, b };
+    let mut p = Pair::connect(sim, a, b, &o);
     for id in 0..3 {
         post_recv(&mut p, 100 + id, 64);
     }
@@ -433,19 +400,15 @@ fn receive_cq_overflow_fails_the_responder_and_the_requester_times_out() {
 #[test]
 fn srq_serves_receives_and_raises_its_limit_event() {
     let o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
-    let mut sim = Sim::new(3, LinkConfig::clean());
-    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
-    let pd = sim.engines[1].alloc_pd();
     let attr = uroce_transport::engine::SrqAttr { max_wr: 16, max_sge: 1, srq_limit: 2 };
-    let srq = sim.engines[1].create_srq(pd, attr).unwrap();
-    let b = create_endpoint(&mut sim.engines[1], &o, Some(pd), Some(srq));
-    connect(&mut sim, &a, &b, &o);
-    let dst = sim.engines[1].reg_mr(pd, 0x8000, Box::new(vec![0u8; 4 * 64]), ALL).unwrap().lkey;
+    let (mut p, srq) = Pair::with_srq(3, &o, attr);
+    let dst = p.reg_mr(1, 0x8000, vec![0u8; 4 * 64], REGION_ACCESS);
+    let Pair { mut sim, a, b, .. } = p;
     for i in 0..4u64 {
         let sge = Sge { addr: 0x8000 + 64 * i, length: 64, lkey: dst };
         sim.engines[1].post_srq_recv(srq, RecvWr { wr_id: 100 + i, sg_list: vec![sge] }).unwrap();
     }
-    let src = sim.engines[0].reg_mr(a.pd, 0x1000, Box::new(vec![9u8; 64]), ALL).unwrap().lkey;
+    let src = sim.engines[0].reg_mr(a.pd, 0x1000, Box::new(vec![9u8; 64]), REGION_ACCESS).unwrap().lkey;
     for i in 0..3 {
         let wr = SendWr::new(i, WrOp::Send, vec![Sge { addr: 0x1000, length: 10, lkey: src }]);
         sim.engines[0].post_send(a.qpn, wr).unwrap();
@@ -461,9 +424,9 @@ fn srq_serves_receives_and_raises_its_limit_event() {
 fn ud_qkey_mismatch_is_dropped() {
     let mut o = QpOptions::new(QpType::Ud, Mtu::Mtu1024);
     o.sq_sig_all = true;
-    let mut p = pair_with(o);
+    let mut p = Pair::new(SEED, &o);
     post_recv(&mut p, 1, 4096);
-    let src = reg(&mut p.sim.engines[0], &p.a, 0x1000, vec![1; 64], ALL);
+    let src = p.reg_mr(0, 0x1000, vec![1; 64], REGION_ACCESS);
     for (id, qkey) in [(1u64, 0x2222_2222u32), (2, o.qkey)] {
         let mut wr = SendWr::new(id, WrOp::Send, vec![Sge { addr: 0x1000, length: 8, lkey: src }]);
         wr.ud = Some(uroce_transport::engine::UdDest { dgid: p.sim.gids[1], remote_qpn: p.b.qpn, remote_qkey: qkey });
@@ -483,7 +446,7 @@ fn rnr_on_a_multi_packet_send_spends_rnr_retries_not_transport_retries() {
     // already waits on the RNR timer) and must not use up retry_cnt.
     let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
     o.retry_cnt = 0;
-    let mut p = pair_with(o);
+    let mut p = Pair::new(SEED, &o);
     post(&mut p, 1, WrOp::Send, 4000);
     p.sim.run_until(100_000, Duration::from_millis(5), |_| false);
     let rnr = p.sim.engines[0].counters().get(Counter::RcvdRnrErr);
@@ -500,7 +463,7 @@ fn rnr_on_a_multi_packet_send_spends_rnr_retries_not_transport_retries() {
 fn send_with_invalidate_takes_the_key_away() {
     let mut p = pair();
     post_recv(&mut p, 1, 4096);
-    let victim = reg(&mut p.sim.engines[1], &p.b, 0x20_0000, vec![4; 64], ALL);
+    let victim = p.reg_mr(1, 0x20_0000, vec![4; 64], REGION_ACCESS);
     post(&mut p, 1, WrOp::SendWithInv { invalidate_rkey: victim }, 10);
     let wcs = run_for_sends(&mut p, 1);
     assert_eq!(wcs[0].status, WcStatus::Success);
@@ -511,7 +474,7 @@ fn send_with_invalidate_takes_the_key_away() {
     post(&mut p, 2, WrOp::RdmaWrite { remote_addr: 0x20_0000, rkey: victim }, 8);
     let wcs = run_for_sends(&mut p, 1);
     assert_eq!(wcs[0].status, WcStatus::RemAccessErr);
-    assert_eq!(contents(&p.sim.engines[1], victim), vec![4; 64]);
+    assert_eq!(mr_contents(&p.sim.engines[1], victim), vec![4; 64]);
 }
 
 #[test]
@@ -521,7 +484,7 @@ fn send_with_invalidate_of_an_unknown_key_is_remote_invalid_request() {
         post_recv(&mut p, 1, 4096);
         let key = if foreign_pd {
             let pd = p.sim.engines[1].alloc_pd();
-            p.sim.engines[1].reg_mr(pd, 0x20_0000, Box::new(vec![0u8; 8]), ALL).unwrap().rkey
+            p.sim.engines[1].reg_mr(pd, 0x20_0000, Box::new(vec![0u8; 8]), REGION_ACCESS).unwrap().rkey
         } else {
             0xdead_be00
         };
@@ -570,7 +533,7 @@ fn an_empty_last_packet_is_an_invalid_request() {
 fn flush_pair(qp_access: AccessFlags) -> Pair {
     let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
     o.access = qp_access;
-    pair_with(o)
+    Pair::new(SEED, &o)
 }
 
 #[test]
@@ -579,19 +542,19 @@ fn flush_needs_the_placement_access_of_the_qp_and_of_the_region() {
         |rkey, placement, whole_region| WrOp::Flush { remote_addr: 0x8000, rkey, len: 16, placement, whole_region };
     // The QP does not allow persistent flushes: an invalid request.
     let mut p = flush_pair(AccessFlags::REMOTE_WRITE | AccessFlags::FLUSH_GLOBAL);
-    let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 64], ALL | AccessFlags::FLUSH_PERSISTENT);
+    let key = p.reg_mr(1, 0x8000, vec![0; 64], REGION_ACCESS | AccessFlags::FLUSH_PERSISTENT);
     p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, flush(key, 2, false), vec![])).unwrap();
     assert_eq!(run_for_sends(&mut p, 1)[0].status, WcStatus::RemInvReqErr);
     // The region does not: a remote access error, for a range or the whole.
     for whole in [false, true] {
         let all_flush = AccessFlags::FLUSH_GLOBAL | AccessFlags::FLUSH_PERSISTENT;
         let mut p = flush_pair(AccessFlags::REMOTE_WRITE | all_flush);
-        let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 64], ALL | AccessFlags::FLUSH_GLOBAL);
+        let key = p.reg_mr(1, 0x8000, vec![0; 64], REGION_ACCESS | AccessFlags::FLUSH_GLOBAL);
         p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, flush(key, 3, whole), vec![])).unwrap();
         assert_eq!(run_for_sends(&mut p, 1)[0].status, WcStatus::RemAccessErr, "whole region {whole}");
         // Global visibility alone is allowed; out of bounds is not, unless whole.
         let mut p = flush_pair(AccessFlags::REMOTE_WRITE | all_flush);
-        let key = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![0; 8], ALL | AccessFlags::FLUSH_GLOBAL);
+        let key = p.reg_mr(1, 0x8000, vec![0; 8], REGION_ACCESS | AccessFlags::FLUSH_GLOBAL);
         p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, flush(key, 1, whole), vec![])).unwrap();
         let want = if whole { WcStatus::Success } else { WcStatus::RemAccessErr };
         assert_eq!(run_for_sends(&mut p, 1)[0].status, want, "16 bytes of an 8-byte region, whole {whole}");
@@ -601,16 +564,16 @@ fn flush_needs_the_placement_access_of_the_qp_and_of_the_region() {
 #[test]
 fn atomic_write_needs_remote_write_and_alignment() {
     let mut p = pair();
-    let ro = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![5; 64], AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ);
+    let ro = p.reg_mr(1, 0x8000, vec![5; 64], AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ);
     let aw = |addr, rkey| WrOp::AtomicWrite { remote_addr: addr, rkey, data: [9; 8] };
     p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, aw(0x8000, ro), vec![])).unwrap();
     assert_eq!(run_for_sends(&mut p, 1)[0].status, WcStatus::RemAccessErr);
-    assert_eq!(contents(&p.sim.engines[1], ro), vec![5; 64]);
+    assert_eq!(mr_contents(&p.sim.engines[1], ro), vec![5; 64]);
     let mut p = pair();
-    let rw = reg(&mut p.sim.engines[1], &p.b, 0x8000, vec![5; 64], ALL);
+    let rw = p.reg_mr(1, 0x8000, vec![5; 64], REGION_ACCESS);
     p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, aw(0x8004, rw), vec![])).unwrap();
     assert_eq!(run_for_sends(&mut p, 1)[0].status, WcStatus::RemInvReqErr);
-    assert_eq!(contents(&p.sim.engines[1], rw), vec![5; 64]);
+    assert_eq!(mr_contents(&p.sim.engines[1], rw), vec![5; 64]);
 }
 
 #[test]
@@ -623,11 +586,11 @@ fn operations_a_qp_type_does_not_have_are_refused_at_post() {
         (QpType::Ud, WrOp::RdmaWrite { remote_addr: 0, rkey: 1 }),
         (QpType::Ud, WrOp::AtomicWrite { remote_addr: 0, rkey: 1, data: [0; 8] }),
     ] {
-        let mut p = pair_with(QpOptions::new(t, Mtu::Mtu1024));
+        let mut p = Pair::new(SEED, &QpOptions::new(t, Mtu::Mtu1024));
         let err = p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, op, vec![])).unwrap_err();
         assert!(matches!(err, uroce_transport::engine::Error::InvalidOperation { .. }), "{t:?} {op:?}: {err}");
     }
-    let mut p = pair_with(QpOptions::new(QpType::Uc, Mtu::Mtu1024));
+    let mut p = Pair::new(SEED, &QpOptions::new(QpType::Uc, Mtu::Mtu1024));
     let err = p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, WrOp::RdmaRead { remote_addr: 0, rkey: 1 }, vec![]));
     assert_eq!(err.unwrap_err().to_string(), "RDMA_READ is not an operation of a Uc QP");
 }

@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use uroce_transport::engine::{
     AccessFlags, Mtu, QpType, RecvWr, SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOp,
 };
-use uroce_transport::sim::{connect, create_endpoint, LinkConfig, QpOptions, Sim};
+use uroce_transport::sim::{LinkConfig, Pair, QpOptions};
 
 const REGION: usize = 1 << 20;
 const ACCESS: AccessFlags = AccessFlags(
@@ -54,7 +54,6 @@ fn run(seed: u64, wrs: usize) {
         reorder_delay: Duration::from_micros(25),
         ..LinkConfig::clean()
     };
-    let mut sim = Sim::new(seed, link);
     let mtu = [Mtu::Mtu256, Mtu::Mtu1024, Mtu::Mtu4096][rng.gen_range(0..3)];
     let mut o = QpOptions::new(QpType::Rc, mtu);
     o.max_rd_atomic = rng.gen_range(1..=4);
@@ -62,17 +61,12 @@ fn run(seed: u64, wrs: usize) {
     o.timeout = 8;
     o.cap.max_send_wr = 4096;
     o.cap.max_recv_wr = 4096;
-    let ends =
-        [create_endpoint(&mut sim.engines[0], &o, None, None), create_endpoint(&mut sim.engines[1], &o, None, None)];
-    connect(&mut sim, &ends[0], &ends[1], &o);
+    let mut p = Pair::with_link(seed, link, &o);
     // Per node: a source region (a pattern) and a target region (zeros).
-    let mut src = [0u32; 2];
-    let mut dst = [0u32; 2];
-    for n in 0..2 {
-        let pd = ends[n].pd;
-        src[n] = sim.engines[n].reg_mr(pd, 0x100_0000, Box::new(pattern(n, REGION)), ACCESS).unwrap().lkey;
-        dst[n] = sim.engines[n].reg_mr(pd, 0x200_0000, Box::new(vec![0u8; REGION]), ACCESS).unwrap().lkey;
-    }
+    let src = [0, 1].map(|n| p.reg_mr(n, 0x100_0000, pattern(n, REGION), ACCESS));
+    let dst = [0, 1].map(|n| p.reg_mr(n, 0x200_0000, vec![0u8; REGION], ACCESS));
+    let Pair { mut sim, a, b, .. } = p;
+    let ends = [a, b];
     let max = 3 * mtu.bytes() as usize + 1;
     // Target space is handed out in order so nothing overlaps.
     let mut next_dst = [0usize; 2];

@@ -9,36 +9,17 @@ use uroce_transport::engine::{
     AccessFlags, Counter, Engine, EngineConfig, Error, Gid, Mtu, QpAttr, QpAttrMask, QpState, QpType, RecvWr,
     SendFlags, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOp, MAX_PACKET_LEN,
 };
-use uroce_transport::sim::{connect, create_endpoint, Endpoint, LinkConfig, QpOptions, Sim};
-use uroce_transport::wire::{BthRepr, DethRepr, Opcode, RocePacket, RoceRepr};
+use uroce_transport::sim::probe::{drain_packets, parse, poll_all, read_mr, record};
+use uroce_transport::sim::{create_endpoint, LinkConfig, Pair, QpOptions, REGION_ACCESS};
+use uroce_transport::wire::{BthRepr, DethRepr, Opcode, RoceRepr};
 use uroce_transport::Psn;
 
-const ALL: AccessFlags = AccessFlags(
-    AccessFlags::LOCAL_WRITE.0
-        | AccessFlags::REMOTE_WRITE.0
-        | AccessFlags::REMOTE_READ.0
-        | AccessFlags::REMOTE_ATOMIC.0,
-);
-
-struct Pair {
-    sim: Sim,
-    a: Endpoint,
-    b: Endpoint,
-    /// Node 0's source region at 0x1000 (bytes i as u8) and node 1's
-    /// destination region at 0x8000 (zeros), 64 KiB each.
-    src: u32,
-    dst: u32,
-}
+/// Node 0's source region at 0x1000 holds `src_bytes(0, REGION)`, node 1's
+/// destination region at 0x8000 zeros.
+const REGION: usize = 65536;
 
 fn pair_with(o: QpOptions) -> Pair {
-    let mut sim = Sim::new(21, LinkConfig::clean());
-    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
-    let b = create_endpoint(&mut sim.engines[1], &o, None, None);
-    connect(&mut sim, &a, &b, &o);
-    let bytes: Vec<u8> = (0..65536u32).map(|i| (i % 251) as u8).collect();
-    let src = sim.engines[0].reg_mr(a.pd, 0x1000, Box::new(bytes), ALL).unwrap().lkey;
-    let dst = sim.engines[1].reg_mr(b.pd, 0x8000, Box::new(vec![0u8; 65536]), ALL).unwrap().lkey;
-    Pair { sim, a, b, src, dst }
+    Pair::new(21, &o).with_regions(src_bytes(0, REGION), vec![0u8; REGION])
 }
 
 fn pair(t: QpType) -> Pair {
@@ -49,42 +30,12 @@ fn src_bytes(off: usize, len: usize) -> Vec<u8> {
     (off..off + len).map(|i| (i % 251) as u8).collect()
 }
 
-fn read(e: &Engine, key: u32, off: usize, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    e.mr(key).unwrap().read(off, &mut v);
-    v
-}
-
-fn poll_all(e: &mut Engine, cq: uroce_transport::engine::CqHandle) -> Vec<WorkCompletion> {
-    std::iter::from_fn(|| e.poll_cq(cq)).collect()
-}
-
 fn quiesce(p: &mut Pair) {
     p.sim.run_until(1_000_000, Duration::from_millis(50), |_| false);
 }
 
 fn ids(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
     wcs.iter().map(|w| (w.wr_id, w.status)).collect()
-}
-
-fn parse(data: &[u8]) -> RoceRepr {
-    RoceRepr::parse(&RocePacket::new_checked(data).unwrap()).unwrap()
-}
-
-/// Every packet delivered, in order: (receiving node, headers).
-fn record(sim: &mut Sim) -> Arc<Mutex<Vec<(usize, RoceRepr)>>> {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let l = log.clone();
-    sim.tap = Some(Box::new(move |to, data| l.lock().unwrap().push((to, parse(data)))));
-    log
-}
-
-fn drain(e: &mut Engine) -> Vec<Vec<u8>> {
-    let mut buf = vec![0u8; MAX_PACKET_LEN];
-    std::iter::from_fn(|| {
-        e.poll_transmit(uroce_transport::engine::Instant::ZERO, &mut buf).map(|t| buf[..t.len].to_vec())
-    })
-    .collect()
 }
 
 fn write_wr(p: &Pair, id: u64, off: u64, len: u32) -> SendWr {
@@ -109,7 +60,7 @@ fn sq_sig_all_completes_unsignaled_work_requests_too() {
         quiesce(&mut p);
         let got: Vec<u64> = poll_all(&mut p.sim.engines[0], p.a.send_cq).iter().map(|w| w.wr_id).collect();
         assert_eq!(got, if sig_all { vec![0, 1, 2, 3] } else { vec![2] }, "sq_sig_all {sig_all}");
-        assert_eq!(read(&p.sim.engines[1], p.dst, 0, 256), src_bytes(0, 256));
+        assert_eq!(read_mr(&p.sim.engines[1], p.dst, 0, 256), src_bytes(0, 256));
     }
 }
 
@@ -129,8 +80,8 @@ fn inline_data_is_copied_when_posted() {
     p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
     quiesce(&mut p);
     assert_eq!(ids(&poll_all(&mut p.sim.engines[0], p.a.send_cq)), [(1, WcStatus::Success), (2, WcStatus::Success)]);
-    assert_eq!(read(&p.sim.engines[1], p.dst, 0, 100), src_bytes(0, 100));
-    assert_eq!(read(&p.sim.engines[1], p.dst, 0x1000, 100), vec![0xee; 100]);
+    assert_eq!(read_mr(&p.sim.engines[1], p.dst, 0, 100), src_bytes(0, 100));
+    assert_eq!(read_mr(&p.sim.engines[1], p.dst, 0x1000, 100), vec![0xee; 100]);
     // More than max_inline_data is refused at post, as ibv_post_send does.
     let mut wr = SendWr::new(3, WrOp::Send, vec![Sge { addr: 0x1000, length: 257, lkey: p.src }]);
     wr.flags |= SendFlags::INLINE;
@@ -140,8 +91,8 @@ fn inline_data_is_copied_when_posted() {
 #[test]
 fn multi_sge_gathers_and_scatters_across_regions() {
     let mut p = pair(QpType::Rc);
-    let src2 = p.sim.engines[0].reg_mr(p.a.pd, 0x10_0000, Box::new(vec![0x77u8; 4096]), ALL).unwrap().lkey;
-    let dst2 = p.sim.engines[1].reg_mr(p.b.pd, 0x20_0000, Box::new(vec![0u8; 8192]), ALL).unwrap().lkey;
+    let src2 = p.sim.engines[0].reg_mr(p.a.pd, 0x10_0000, Box::new(vec![0x77u8; 4096]), REGION_ACCESS).unwrap().lkey;
+    let dst2 = p.sim.engines[1].reg_mr(p.b.pd, 0x20_0000, Box::new(vec![0u8; 8192]), REGION_ACCESS).unwrap().lkey;
     // 3000 bytes: 1500 from one region, nothing, 1000 from another, 500 more.
     let gather = vec![
         Sge { addr: 0x1000, length: 1500, lkey: p.src },
@@ -160,7 +111,7 @@ fn multi_sge_gathers_and_scatters_across_regions() {
     p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 9, sg_list: scatter }).unwrap();
     p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, WrOp::Send, gather.clone())).unwrap();
     // And a READ of the same 3000 bytes back into three local pieces.
-    let back = p.sim.engines[0].reg_mr(p.a.pd, 0x30_0000, Box::new(vec![0u8; 4096]), ALL).unwrap().lkey;
+    let back = p.sim.engines[0].reg_mr(p.a.pd, 0x30_0000, Box::new(vec![0u8; 4096]), REGION_ACCESS).unwrap().lkey;
     let pieces = vec![
         Sge { addr: 0x30_0000, length: 1, lkey: back },
         Sge { addr: 0x30_0000 + 100, length: 2998, lkey: back },
@@ -172,19 +123,19 @@ fn multi_sge_gathers_and_scatters_across_regions() {
     quiesce(&mut p);
     let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
     assert_eq!((r[0].status, r[0].byte_len), (WcStatus::Success, 3000));
-    let mut got = read(&p.sim.engines[1], p.dst, 0, 700);
-    got.extend(read(&p.sim.engines[1], dst2, 0, 1800));
-    got.extend(read(&p.sim.engines[1], p.dst, 4000, 500));
+    let mut got = read_mr(&p.sim.engines[1], p.dst, 0, 700);
+    got.extend(read_mr(&p.sim.engines[1], dst2, 0, 1800));
+    got.extend(read_mr(&p.sim.engines[1], p.dst, 4000, 500));
     assert!(got == want, "the SEND scattered");
-    assert_eq!(read(&p.sim.engines[1], p.dst, 4500, 100), vec![0; 100], "nothing past the message");
+    assert_eq!(read_mr(&p.sim.engines[1], p.dst, 4500, 100), vec![0; 100], "nothing past the message");
     let s = poll_all(&mut p.sim.engines[0], p.a.send_cq);
     assert_eq!(ids(&s), [(1, WcStatus::Success), (2, WcStatus::Success)]);
     assert_eq!(s[1].byte_len, 3000);
-    let mut back_bytes = read(&p.sim.engines[0], back, 0, 1);
-    back_bytes.extend(read(&p.sim.engines[0], back, 100, 2998));
-    back_bytes.extend(read(&p.sim.engines[0], back, 3500, 1));
+    let mut back_bytes = read_mr(&p.sim.engines[0], back, 0, 1);
+    back_bytes.extend(read_mr(&p.sim.engines[0], back, 100, 2998));
+    back_bytes.extend(read_mr(&p.sim.engines[0], back, 3500, 1));
     assert!(back_bytes == want, "the READ scattered");
-    assert_eq!(read(&p.sim.engines[0], back, 1, 99), vec![0; 99], "gaps between SGEs untouched");
+    assert_eq!(read_mr(&p.sim.engines[0], back, 1, 99), vec![0; 99], "gaps between SGEs untouched");
 }
 
 #[test]
@@ -260,19 +211,19 @@ fn max_dest_rd_atomic_resources_are_recycled_oldest_first() {
         );
         p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
     }
-    let reqs = drain(&mut p.sim.engines[0]);
+    let reqs = drain_packets(&mut p.sim.engines[0]);
     assert_eq!(reqs.len(), 3);
     for r in &reqs {
         p.sim.inject(1, r);
     }
-    assert_eq!(drain(&mut p.sim.engines[1]).len(), 3);
+    assert_eq!(drain_packets(&mut p.sim.engines[1]).len(), 3);
     // The oldest READ's resource was recycled: its duplicate goes unanswered
     // (rxe's class D drop); the newer two are replayed.
     let replies: Vec<usize> = reqs
         .iter()
         .map(|r| {
             p.sim.inject(1, r);
-            drain(&mut p.sim.engines[1]).len()
+            drain_packets(&mut p.sim.engines[1]).len()
         })
         .collect();
     assert_eq!(replies, [0, 1, 1]);
@@ -335,7 +286,7 @@ fn a_uc_local_error_moves_the_send_queue_to_sqe_and_back() {
     assert_eq!(ids(&poll_all(&mut p.sim.engines[0], p.a.send_cq)), [(4, WcStatus::Success)]);
     let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
     assert_eq!((r[0].wr_id, r[0].byte_len), (100, 300));
-    assert_eq!(read(&p.sim.engines[1], p.dst, 0, 300), src_bytes(0, 300));
+    assert_eq!(read_mr(&p.sim.engines[1], p.dst, 0, 300), src_bytes(0, 300));
 }
 
 #[test]
@@ -360,7 +311,7 @@ fn uc_loses_a_whole_message_with_one_packet_and_reuses_its_receive() {
     assert_eq!(ids(&poll_all(&mut p.sim.engines[0], p.a.send_cq)), [(0, WcStatus::Success), (1, WcStatus::Success)]);
     let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
     assert_eq!(r.iter().map(|w| (w.wr_id, w.byte_len)).collect::<Vec<_>>(), [(100, 3000)]);
-    assert!(read(&p.sim.engines[1], p.dst, 0, 3000) == src_bytes(3000, 3000), "the second message, whole");
+    assert!(read_mr(&p.sim.engines[1], p.dst, 0, 3000) == src_bytes(3000, 3000), "the second message, whole");
 }
 
 #[test]
@@ -383,7 +334,7 @@ fn ud_messages_above_the_mtu_are_not_sent_and_not_received() {
     let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
     assert_eq!((r.len(), r[0].byte_len), (1, 40 + 1024));
     // The GRH in front: an IPv4 header at byte 20 with both addresses.
-    let grh = read(&p.sim.engines[1], p.dst, 0, 40);
+    let grh = read_mr(&p.sim.engines[1], p.dst, 0, 40);
     assert_eq!((grh[20], &grh[32..36], &grh[36..40]), (0x45, &[10u8, 0, 0, 1][..], &[10u8, 0, 0, 2][..]));
     // A receiver drops a UD packet above its MTU.
     let rsge = Sge { addr: 0x8000 + 8192, length: 8192, lkey: p.dst };
@@ -423,7 +374,7 @@ fn psns_wrap_around_24_bits() {
     let sge = Sge { addr: 0x8000, length: 20_000, lkey: p.dst };
     p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 1, sg_list: vec![sge] }).unwrap();
     p.sim.engines[0].post_send(p.a.qpn, write_wr(&p, 1, 20_000, 20_000)).unwrap();
-    let back = p.sim.engines[0].reg_mr(p.a.pd, 0x40_0000, Box::new(vec![0u8; 20_000]), ALL).unwrap().lkey;
+    let back = p.sim.engines[0].reg_mr(p.a.pd, 0x40_0000, Box::new(vec![0u8; 20_000]), REGION_ACCESS).unwrap().lkey;
     let rd = WrOp::RdmaRead { remote_addr: 0x8000 + 20_000, rkey: p.dst };
     p.sim.engines[0]
         .post_send(p.a.qpn, SendWr::new(2, rd, vec![Sge { addr: 0x40_0000, length: 20_000, lkey: back }]))
@@ -436,8 +387,8 @@ fn psns_wrap_around_24_bits() {
         ids(&poll_all(&mut p.sim.engines[0], p.a.send_cq)),
         [(1, WcStatus::Success), (2, WcStatus::Success), (3, WcStatus::Success)]
     );
-    assert_eq!(read(&p.sim.engines[0], back, 0, 20_000), src_bytes(20_000, 20_000));
-    assert_eq!(read(&p.sim.engines[1], p.dst, 0, 20_000), src_bytes(0, 20_000));
+    assert_eq!(read_mr(&p.sim.engines[0], back, 0, 20_000), src_bytes(20_000, 20_000));
+    assert_eq!(read_mr(&p.sim.engines[1], p.dst, 0, 20_000), src_bytes(0, 20_000));
     assert!(p.sim.stats.lost > 0, "the wrap happened under loss");
 }
 
@@ -465,12 +416,12 @@ fn acks_waiting_to_be_sent_are_coalesced_into_one() {
         let wr = SendWr::new(id, WrOp::Send, vec![Sge { addr: 0x1000, length: 10, lkey: p.src }]);
         p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
     }
-    let reqs = drain(&mut p.sim.engines[0]);
+    let reqs = drain_packets(&mut p.sim.engines[0]);
     assert_eq!(reqs.len(), 5);
     for r in &reqs {
         p.sim.inject(1, r);
     }
-    let acks = drain(&mut p.sim.engines[1]);
+    let acks = drain_packets(&mut p.sim.engines[1]);
     assert_eq!(acks.len(), 1, "one ACK for five messages");
     let ack = parse(&acks[0]);
     assert_eq!((ack.bth.psn, ack.aeth.unwrap().msn), (parse(&reqs[4]).bth.psn, 5));
@@ -552,7 +503,7 @@ fn qp_numbers_psns_and_keys_come_from_the_seed() {
         let mut e = Engine::new(EngineConfig { seed, gid: Gid::from_ipv4([10, 0, 0, 1]), ..Default::default() });
         let o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
         let ep = create_endpoint(&mut e, &o, None, None);
-        let key = e.reg_mr(ep.pd, 0, Box::new(vec![0u8; 8]), ALL).unwrap().lkey;
+        let key = e.reg_mr(ep.pd, 0, Box::new(vec![0u8; 8]), REGION_ACCESS).unwrap().lkey;
         (ep.qpn, e.random_psn(), e.random_psn(), key)
     };
     assert_eq!(draw(5), draw(5));
@@ -563,15 +514,13 @@ fn qp_numbers_psns_and_keys_come_from_the_seed() {
     let run = |seed: u64| {
         let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
         o.sq_sig_all = true;
-        let mut sim = Sim::new(seed, LinkConfig { loss: 0.1, ..LinkConfig::clean() });
-        let a = create_endpoint(&mut sim.engines[0], &o, None, None);
-        let b = create_endpoint(&mut sim.engines[1], &o, None, None);
-        connect(&mut sim, &a, &b, &o);
+        let mut p = Pair::with_link(seed, LinkConfig { loss: 0.1, ..LinkConfig::clean() }, &o);
         let trace = Arc::new(Mutex::new(Vec::new()));
         let t = trace.clone();
-        sim.tap = Some(Box::new(move |to, data| t.lock().unwrap().push((to, data.to_vec()))));
-        let src = sim.engines[0].reg_mr(a.pd, 0, Box::new(vec![3u8; 50_000]), ALL).unwrap().lkey;
-        let dst = sim.engines[1].reg_mr(b.pd, 0, Box::new(vec![0u8; 50_000]), ALL).unwrap().lkey;
+        p.sim.tap = Some(Box::new(move |to, data| t.lock().unwrap().push((to, data.to_vec()))));
+        let src = p.reg_mr(0, 0, vec![3u8; 50_000], REGION_ACCESS);
+        let dst = p.reg_mr(1, 0, vec![0u8; 50_000], REGION_ACCESS);
+        let Pair { mut sim, a, .. } = p;
         let wr = SendWr::new(
             1,
             WrOp::RdmaWrite { remote_addr: 0, rkey: dst },
@@ -604,9 +553,9 @@ fn attributes_modified_in_rts_take_effect() {
     let a = QpAttr { qp_state: QpState::Rts, min_rnr_timer: 18, ..QpAttr::default() };
     p.sim.engines[1].modify_qp(p.b.qpn, &a, QpAttrMask::STATE | QpAttrMask::MIN_RNR_TIMER).unwrap();
     p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, WrOp::Send, vec![])).unwrap();
-    let req = drain(&mut p.sim.engines[0]);
+    let req = drain_packets(&mut p.sim.engines[0]);
     p.sim.inject(1, &req[0]);
-    let nak = parse(&drain(&mut p.sim.engines[1])[0]);
+    let nak = parse(&drain_packets(&mut p.sim.engines[1])[0]);
     assert_eq!(nak.aeth.unwrap().syndrome.to_byte(), 0x20 | 18, "RNR NAK with timer code 18");
 
     // Q_Key of a UD QP: messages under the old key are dropped afterwards.
@@ -645,13 +594,9 @@ fn attributes_modified_in_rts_take_effect() {
 fn a_qp_on_an_srq_reports_its_last_wqe_and_leaves_the_srq_alone() {
     use uroce_transport::engine::{Event, SrqAttr};
     let o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
-    let mut sim = Sim::new(4, LinkConfig::clean());
-    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
-    let pd = sim.engines[1].alloc_pd();
-    let srq = sim.engines[1].create_srq(pd, SrqAttr { max_wr: 2, max_sge: 1, srq_limit: 0 }).unwrap();
-    let b = create_endpoint(&mut sim.engines[1], &o, Some(pd), Some(srq));
-    connect(&mut sim, &a, &b, &o);
-    let key = sim.engines[1].reg_mr(pd, 0x8000, Box::new(vec![0u8; 64]), ALL).unwrap().lkey;
+    let (mut p, srq) = Pair::with_srq(4, &o, SrqAttr { max_wr: 2, max_sge: 1, srq_limit: 0 });
+    let key = p.reg_mr(1, 0x8000, vec![0u8; 64], REGION_ACCESS);
+    let Pair { mut sim, b, .. } = p;
     let wr = |id| RecvWr { wr_id: id, sg_list: vec![Sge { addr: 0x8000, length: 64, lkey: key }] };
     sim.engines[1].post_srq_recv(srq, wr(1)).unwrap();
     sim.engines[1].post_srq_recv(srq, wr(2)).unwrap();
@@ -669,7 +614,7 @@ fn a_qp_reset_with_requests_in_flight_gives_back_its_share_of_the_budget() {
     let mut p = pair(QpType::Rc);
     p.sim.engines[0].post_send(p.a.qpn, write_wr(&p, 1, 0, 8192)).unwrap();
     // Sent, not yet delivered: 8 PSNs unacknowledged.
-    let sent = drain(&mut p.sim.engines[0]);
+    let sent = drain_packets(&mut p.sim.engines[0]);
     assert_eq!((sent.len(), p.sim.engines[0].inflight_psns()), (8, 8));
     assert!(p.sim.engines[0].poll_timeout().is_some(), "the retransmit timer runs");
     let reset = QpAttr { qp_state: QpState::Reset, ..QpAttr::default() };
@@ -680,7 +625,7 @@ fn a_qp_reset_with_requests_in_flight_gives_back_its_share_of_the_budget() {
     if let Some(at) = p.sim.engines[0].poll_timeout() {
         p.sim.engines[0].handle_timeout(at);
     }
-    assert!(drain(&mut p.sim.engines[0]).is_empty(), "the reset QP retransmitted");
+    assert!(drain_packets(&mut p.sim.engines[0]).is_empty(), "the reset QP retransmitted");
     assert_eq!(p.sim.engines[0].poll_timeout(), None, "the reset QP's timer still runs");
 }
 
@@ -688,9 +633,9 @@ fn a_qp_reset_with_requests_in_flight_gives_back_its_share_of_the_budget() {
 fn a_target_region_deregistered_in_mid_message_stops_the_write_with_a_remote_access_error() {
     let mut p = pair(QpType::Rc);
     p.sim.engines[0].post_send(p.a.qpn, write_wr(&p, 1, 0, 8192)).unwrap();
-    let packets = drain(&mut p.sim.engines[0]);
+    let packets = drain_packets(&mut p.sim.engines[0]);
     p.sim.inject(1, &packets[0]);
-    let before = read(&p.sim.engines[1], p.dst, 0, 8192);
+    let before = read_mr(&p.sim.engines[1], p.dst, 0, 8192);
     let gone = p.sim.engines[1].dereg_mr(p.dst).unwrap();
     for pkt in &packets[1..] {
         p.sim.inject(1, pkt);

@@ -2,55 +2,26 @@
 //! (shared/captures/README.md), and the responder's answers to duplicates.
 
 use core::time::Duration;
-use std::sync::{Arc, Mutex};
 use uroce_transport::engine::{
-    flow_label_of_qps, flow_label_to_udp_sport, ud_udp_sport, AccessFlags, Counter, Engine, Event, Mtu, QpAttr,
-    QpAttrMask, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, Transmit, UdDest, WrOp, MAX_PACKET_LEN,
+    flow_label_of_qps, flow_label_to_udp_sport, ud_udp_sport, AccessFlags, Counter, Event, Mtu, QpAttr, QpAttrMask,
+    QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, WrOp, MAX_PACKET_LEN,
 };
-use uroce_transport::sim::{connect, create_endpoint, Endpoint, LinkConfig, QpOptions, Sim};
-use uroce_transport::wire::{AethSyndrome, Opcode, RocePacket, RoceRepr};
+use uroce_transport::sim::probe::{drain_transmits, parse, record};
+use uroce_transport::sim::{Pair, QpOptions, REGION_ACCESS};
+use uroce_transport::wire::{AethSyndrome, Opcode, RocePacket};
 
-const ALL: AccessFlags = AccessFlags(
-    AccessFlags::LOCAL_WRITE.0
-        | AccessFlags::REMOTE_WRITE.0
-        | AccessFlags::REMOTE_READ.0
-        | AccessFlags::REMOTE_ATOMIC.0,
-);
+const SEED: u64 = 11;
 
-fn setup(o: QpOptions) -> (Sim, Endpoint, Endpoint, u32, u32) {
-    let mut sim = Sim::new(11, LinkConfig::clean());
-    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
-    let b = create_endpoint(&mut sim.engines[1], &o, None, None);
-    connect(&mut sim, &a, &b, &o);
-    let src = sim.engines[0].reg_mr(a.pd, 0x1000, Box::new((0..16384u32).map(|i| i as u8).collect::<Vec<_>>()), ALL);
-    let dst = sim.engines[1].reg_mr(b.pd, 0x8000, Box::new(vec![0u8; 16384]), ALL);
-    (sim, a, b, src.unwrap().lkey, dst.unwrap().lkey)
-}
-
-fn parse(data: &[u8]) -> RoceRepr {
-    RoceRepr::parse(&RocePacket::new_checked(data).unwrap()).unwrap()
-}
-
-/// Every packet a node sends now, with what `poll_transmit` said of it.
-fn drain(e: &mut Engine) -> Vec<(Transmit, Vec<u8>)> {
-    let mut buf = vec![0u8; MAX_PACKET_LEN];
-    let mut out = Vec::new();
-    while let Some(tx) = e.poll_transmit(uroce_transport::engine::Instant::ZERO, &mut buf) {
-        out.push((tx, buf[..tx.len].to_vec()));
-    }
-    out
-}
-
-fn record(sim: &mut Sim) -> Arc<Mutex<Vec<(usize, RoceRepr)>>> {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let l = log.clone();
-    sim.tap = Some(Box::new(move |to, data| l.lock().unwrap().push((to, parse(data)))));
-    log
+/// Node 0's source region at 0x1000 holds 16 KiB counting up (bytes `i as
+/// u8`), node 1's destination region at 0x8000 16 KiB of zeros.
+fn setup(o: QpOptions) -> Pair {
+    let counting = (0..16384u32).map(|i| i as u8).collect();
+    Pair::new(SEED, &o).with_regions(counting, vec![0u8; 16384])
 }
 
 #[test]
 fn rc_send_is_segmented_acked_once_per_message_with_counting_msn() {
-    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let Pair { mut sim, a, b, src, dst } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     for i in 0..3u64 {
         let sge = Sge { addr: 0x8000 + 4096 * i, length: 4096, lkey: dst };
         sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: i, sg_list: vec![sge] }).unwrap();
@@ -81,7 +52,7 @@ fn rc_send_is_segmented_acked_once_per_message_with_counting_msn() {
 
 #[test]
 fn read_request_advances_the_psn_by_its_responses() {
-    let (mut sim, a, _b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let Pair { mut sim, a, src, dst, .. } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     for i in 0..2u64 {
         let wr = SendWr::new(
             i,
@@ -109,28 +80,28 @@ fn read_request_advances_the_psn_by_its_responses() {
 
 #[test]
 fn udp_source_ports_follow_rxe() {
-    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let Pair { mut sim, a, b, src, dst } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     let wr = SendWr::new(
         1,
         WrOp::RdmaWrite { remote_addr: 0x8000, rkey: dst },
         vec![Sge { addr: 0x1000, length: 8, lkey: src }],
     );
     sim.engines[0].post_send(a.qpn, wr).unwrap();
-    let out = drain(&mut sim.engines[0]);
+    let out = drain_transmits(&mut sim.engines[0]);
     let port = flow_label_to_udp_sport(flow_label_of_qps(a.qpn, b.qpn));
     assert_eq!(out[0].0.src_port, port);
     sim.inject(1, &out[0].1);
-    let back = drain(&mut sim.engines[1]);
+    let back = drain_transmits(&mut sim.engines[1]);
     assert_eq!(back[0].0.src_port, port, "the same port both ways");
     assert_eq!(back[0].0.dest_gid, sim.gids[0]);
 
     let mut o = QpOptions::new(QpType::Ud, Mtu::Mtu1024);
     o.sq_sig_all = true;
-    let (mut sim, a, b, src, _) = setup(o);
+    let Pair { mut sim, a, b, src, .. } = setup(o);
     let mut wr = SendWr::new(1, WrOp::Send, vec![Sge { addr: 0x1000, length: 8, lkey: src }]);
     wr.ud = Some(UdDest { dgid: sim.gids[1], remote_qpn: b.qpn, remote_qkey: 0x8000_0000 });
     sim.engines[0].post_send(a.qpn, wr).unwrap();
-    let out = drain(&mut sim.engines[0]);
+    let out = drain_transmits(&mut sim.engines[0]);
     assert_eq!(out[0].0.src_port, ud_udp_sport(a.qpn));
     let r = parse(&out[0].1);
     assert_eq!(r.deth.unwrap().qkey, o.qkey, "a Q_Key with the top bit set means the QP's own");
@@ -138,18 +109,18 @@ fn udp_source_ports_follow_rxe() {
 
 #[test]
 fn duplicate_atomic_is_answered_from_the_resource_not_executed_again() {
-    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let Pair { mut sim, a, src, dst, .. } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     let wr = SendWr::new(
         1,
         WrOp::AtomicFetchAdd { remote_addr: 0x8000, rkey: dst, add: 5 },
         vec![Sge { addr: 0x1000, length: 8, lkey: src }],
     );
     sim.engines[0].post_send(a.qpn, wr).unwrap();
-    let req = drain(&mut sim.engines[0]).remove(0).1;
+    let req = drain_transmits(&mut sim.engines[0]).remove(0).1;
     let mut answers = Vec::new();
     for _ in 0..3 {
         sim.inject(1, &req);
-        answers.extend(drain(&mut sim.engines[1]).into_iter().map(|(_, d)| parse(&d)));
+        answers.extend(drain_transmits(&mut sim.engines[1]).into_iter().map(|(_, d)| parse(&d)));
     }
     assert_eq!(answers.len(), 3);
     assert!(answers.iter().all(|r| r.bth.opcode == Opcode::RcAtomicAck && r.atomic_ack_eth.unwrap().orig_data == 0));
@@ -157,12 +128,11 @@ fn duplicate_atomic_is_answered_from_the_resource_not_executed_again() {
     sim.engines[1].mr(dst).unwrap().read(0, &mut v);
     assert_eq!(u64::from_le_bytes(v), 5, "executed once");
     assert_eq!(sim.engines[1].counters().get(Counter::DuplicateRequest), 2);
-    let _ = b;
 }
 
 #[test]
 fn duplicate_send_is_acked_again_and_received_once() {
-    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let Pair { mut sim, a, b, src, dst } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     sim.engines[1]
         .post_recv(b.qpn, RecvWr { wr_id: 1, sg_list: vec![Sge { addr: 0x8000, length: 64, lkey: dst }] })
         .unwrap();
@@ -171,10 +141,10 @@ fn duplicate_send_is_acked_again_and_received_once() {
         .unwrap();
     let wr = SendWr::new(1, WrOp::Send, vec![Sge { addr: 0x1000, length: 10, lkey: src }]);
     sim.engines[0].post_send(a.qpn, wr).unwrap();
-    let req = drain(&mut sim.engines[0]).remove(0).1;
+    let req = drain_transmits(&mut sim.engines[0]).remove(0).1;
     for _ in 0..2 {
         sim.inject(1, &req);
-        let acks = drain(&mut sim.engines[1]);
+        let acks = drain_transmits(&mut sim.engines[1]);
         assert_eq!(acks.len(), 1);
         assert_eq!(parse(&acks[0].1).aeth.unwrap().syndrome, AethSyndrome::Ack { credits: 31 });
     }
@@ -183,7 +153,7 @@ fn duplicate_send_is_acked_again_and_received_once() {
 
 #[test]
 fn duplicate_read_is_replayed() {
-    let (mut sim, a, _b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let Pair { mut sim, a, src, dst, .. } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     sim.engines[1].mr_mut(dst).unwrap().write(0, b"remote bytes");
     let wr = SendWr::new(
         1,
@@ -191,10 +161,10 @@ fn duplicate_read_is_replayed() {
         vec![Sge { addr: 0x1000, length: 12, lkey: src }],
     );
     sim.engines[0].post_send(a.qpn, wr).unwrap();
-    let req = drain(&mut sim.engines[0]).remove(0).1;
+    let req = drain_transmits(&mut sim.engines[0]).remove(0).1;
     for _ in 0..2 {
         sim.inject(1, &req);
-        let resp = drain(&mut sim.engines[1]);
+        let resp = drain_transmits(&mut sim.engines[1]);
         assert_eq!(resp.len(), 1);
         let p = RocePacket::new_checked(&resp[0].1[..]).unwrap();
         assert_eq!(p.bth().opcode(), Opcode::RcReadResponseOnly);
@@ -206,7 +176,7 @@ fn duplicate_read_is_replayed() {
 fn max_rd_atomic_and_fence_hold_the_requester_back() {
     let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
     o.max_rd_atomic = 1;
-    let (mut sim, a, _b, src, dst) = setup(o);
+    let Pair { mut sim, a, src, dst, .. } = setup(o);
     let read = |id| {
         SendWr::new(
             id,
@@ -216,9 +186,9 @@ fn max_rd_atomic_and_fence_hold_the_requester_back() {
     };
     sim.engines[0].post_send(a.qpn, read(1)).unwrap();
     sim.engines[0].post_send(a.qpn, read(2)).unwrap();
-    assert_eq!(drain(&mut sim.engines[0]).len(), 1, "one READ outstanding at a time");
+    assert_eq!(drain_transmits(&mut sim.engines[0]).len(), 1, "one READ outstanding at a time");
 
-    let (mut sim, a, _b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let Pair { mut sim, a, src, dst, .. } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     let write = SendWr::new(
         1,
         WrOp::RdmaWrite { remote_addr: 0x8000, rkey: dst },
@@ -229,14 +199,14 @@ fn max_rd_atomic_and_fence_hold_the_requester_back() {
     fenced.flags |= SendFlags::FENCE;
     sim.engines[0].post_send(a.qpn, write).unwrap();
     sim.engines[0].post_send(a.qpn, fenced).unwrap();
-    assert_eq!(drain(&mut sim.engines[0]).len(), 1, "the fenced WR waits for the older one");
+    assert_eq!(drain_transmits(&mut sim.engines[0]).len(), 1, "the fenced WR waits for the older one");
     sim.run_until(10_000, Duration::from_millis(10), |s| s.engines[0].cq_len(a.send_cq) == 2);
     assert_eq!(sim.engines[0].cq_len(a.send_cq), 2);
 }
 
 #[test]
 fn sqd_stops_new_work_and_reports_drained() {
-    let (mut sim, a, _b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let Pair { mut sim, a, src, dst, .. } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     let wr = |id| {
         SendWr::new(
             id,
@@ -260,7 +230,7 @@ fn sqd_stops_new_work_and_reports_drained() {
 
 #[test]
 fn solicited_event_bit_only_on_the_last_packet_of_a_send_or_write_with_immediate() {
-    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let Pair { mut sim, a, b, src, dst } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     let sge = Sge { addr: 0x8000, length: 4096, lkey: dst };
     sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 1, sg_list: vec![sge] }).unwrap();
     sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 2, sg_list: vec![] }).unwrap();
@@ -297,16 +267,16 @@ fn solicited_event_bit_only_on_the_last_packet_of_a_send_or_write_with_immediate
 
 #[test]
 fn duplicate_read_asking_for_other_bytes_is_dropped() {
-    let (mut sim, a, _b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let Pair { mut sim, a, src, dst, .. } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     let wr = SendWr::new(
         1,
         WrOp::RdmaRead { remote_addr: 0x8000, rkey: dst },
         vec![Sge { addr: 0x1000, length: 100, lkey: src }],
     );
     sim.engines[0].post_send(a.qpn, wr).unwrap();
-    let req = drain(&mut sim.engines[0]).remove(0).1;
+    let req = drain_transmits(&mut sim.engines[0]).remove(0).1;
     sim.inject(1, &req);
-    assert_eq!(drain(&mut sim.engines[1]).len(), 1);
+    assert_eq!(drain_transmits(&mut sim.engines[1]).len(), 1);
     // The same PSN asking for bytes beyond the first request's, or under
     // another key: rxe drops it, and so does this responder.
     for (va_delta, len, key_delta) in [(0u64, 101u32, 0u32), (8, 100, 0), (0, 100, 0x100)] {
@@ -318,7 +288,7 @@ fn duplicate_read_asking_for_other_bytes_is_dropped() {
         let mut bad = vec![0u8; r.buffer_len(0)];
         r.emit(&mut bad, &[]);
         sim.inject(1, &bad);
-        assert!(drain(&mut sim.engines[1]).is_empty(), "{va_delta} {len} {key_delta}");
+        assert!(drain_transmits(&mut sim.engines[1]).is_empty(), "{va_delta} {len} {key_delta}");
     }
     // A part of the first request is answered.
     let mut r = parse(&req);
@@ -328,19 +298,19 @@ fn duplicate_read_asking_for_other_bytes_is_dropped() {
     let mut part = vec![0u8; r.buffer_len(0)];
     r.emit(&mut part, &[]);
     sim.inject(1, &part);
-    assert_eq!(drain(&mut sim.engines[1]).len(), 1);
+    assert_eq!(drain_transmits(&mut sim.engines[1]).len(), 1);
 }
 
 #[test]
 fn a_qp_moved_to_error_stops_answering() {
-    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let Pair { mut sim, a, b, src, dst } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     let wr = SendWr::new(
         1,
         WrOp::RdmaRead { remote_addr: 0x8000, rkey: dst },
         vec![Sge { addr: 0x1000, length: 8192, lkey: src }],
     );
     sim.engines[0].post_send(a.qpn, wr).unwrap();
-    let req = drain(&mut sim.engines[0]).remove(0).1;
+    let req = drain_transmits(&mut sim.engines[0]).remove(0).1;
     sim.inject(1, &req);
     let mut buf = vec![0u8; MAX_PACKET_LEN];
     let now = uroce_transport::engine::Instant::ZERO;
@@ -354,40 +324,38 @@ fn a_qp_moved_to_error_stops_answering() {
 fn atomic_write_and_flush_on_the_wire_and_their_replay() {
     let mut o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
     o.max_rd_atomic = 1;
-    let mut sim = Sim::new(11, LinkConfig::clean());
-    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
-    let b = create_endpoint(&mut sim.engines[1], &o, None, None);
-    connect(&mut sim, &a, &b, &o);
-    let access = ALL | AccessFlags::FLUSH_GLOBAL | AccessFlags::FLUSH_PERSISTENT;
-    let dst = sim.engines[1].reg_mr(b.pd, 0x8000, Box::new(vec![0u8; 64]), access).unwrap().rkey;
+    let mut p = Pair::new(SEED, &o);
+    let access = REGION_ACCESS | AccessFlags::FLUSH_GLOBAL | AccessFlags::FLUSH_PERSISTENT;
+    let dst = p.reg_mr(1, 0x8000, vec![0u8; 64], access);
+    let Pair { mut sim, a, .. } = p;
     let aw = |id, data: [u8; 8]| SendWr::new(id, WrOp::AtomicWrite { remote_addr: 0x8008, rkey: dst, data }, vec![]);
     sim.engines[0].post_send(a.qpn, aw(1, *b"ABCDEFGH")).unwrap();
     sim.engines[0].post_send(a.qpn, aw(2, *b"abcdefgh")).unwrap();
     let flush = WrOp::Flush { remote_addr: 0x8000, rkey: dst, len: 64, placement: 1, whole_region: false };
     sim.engines[0].post_send(a.qpn, SendWr::new(3, flush, vec![])).unwrap();
     // max_rd_atomic 1: ATOMIC_WRITE and FLUSH count like READs and atomics.
-    let first = drain(&mut sim.engines[0]);
+    let first = drain_transmits(&mut sim.engines[0]);
     assert_eq!(first.len(), 1);
     let r = parse(&first[0].1);
     assert_eq!((r.bth.opcode, r.bth.ack_req, r.reth.unwrap().dma_len), (Opcode::RcAtomicWrite, true, 8));
     assert_eq!(RocePacket::new_checked(&first[0].1[..]).unwrap().payload(), b"ABCDEFGH");
     sim.inject(1, &first[0].1);
-    let ans = drain(&mut sim.engines[1]);
+    let ans = drain_transmits(&mut sim.engines[1]);
     let r = parse(&ans[0].1);
     assert_eq!((r.bth.opcode, r.aeth.unwrap().syndrome.to_byte()), (Opcode::RcReadResponseOnly, 0x1f));
     assert!(RocePacket::new_checked(&ans[0].1[..]).unwrap().payload().is_empty());
     sim.inject(0, &ans[0].1);
-    let second = drain(&mut sim.engines[0]);
+    let second = drain_transmits(&mut sim.engines[0]);
     sim.inject(1, &second[0].1);
-    let ans = drain(&mut sim.engines[1]);
+    let ans = drain_transmits(&mut sim.engines[1]);
     sim.inject(0, &ans[0].1);
-    let third = drain(&mut sim.engines[0]);
+    let third = drain_transmits(&mut sim.engines[0]);
     let f = parse(&third[0].1);
     assert_eq!(f.bth.opcode, Opcode::RcFlush);
     assert_eq!((f.feth.unwrap().selectivity, f.feth.unwrap().placement), (0, 1));
     assert_eq!((f.reth.unwrap().va, f.reth.unwrap().dma_len), (0x8000, 64));
     sim.inject(1, &third[0].1);
-    let ans = drain(&mut sim.engines[1]);
+    let ans = drain_transmits(&mut sim.engines[1]);
     sim.inject(0, &ans[0].1);
     let wcs: Vec<_> = std::iter::from_fn(|| sim.engines[0].poll_cq(a.send_cq)).collect();
     let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.opcode, w.byte_len)).collect();
@@ -395,7 +363,7 @@ fn atomic_write_and_flush_on_the_wire_and_their_replay() {
     assert_eq!(got, [(1, WcOpcode::AtomicWrite, 8), (2, WcOpcode::AtomicWrite, 8), (3, WcOpcode::Flush, 0)]);
     // A duplicate of the first ATOMIC_WRITE is answered, not executed again.
     sim.inject(1, &first[0].1);
-    assert_eq!(parse(&drain(&mut sim.engines[1])[0].1).bth.opcode, Opcode::RcReadResponseOnly);
+    assert_eq!(parse(&drain_transmits(&mut sim.engines[1])[0].1).bth.opcode, Opcode::RcReadResponseOnly);
     let mut word = [0u8; 8];
     sim.engines[1].mr(dst).unwrap().read(8, &mut word);
     assert_eq!(&word, b"abcdefgh");
@@ -405,7 +373,7 @@ fn atomic_write_and_flush_on_the_wire_and_their_replay() {
 fn segmentation_and_pad_at_every_path_mtu() {
     for mtu in [Mtu::Mtu256, Mtu::Mtu512, Mtu::Mtu1024, Mtu::Mtu2048, Mtu::Mtu4096] {
         let m = mtu.bytes() as usize;
-        let (mut sim, a, _b, src, dst) = setup(QpOptions::new(QpType::Rc, mtu));
+        let Pair { mut sim, a, src, dst, .. } = setup(QpOptions::new(QpType::Rc, mtu));
         for (id, size) in [0, 1, 2, 3, 4, 5, m - 1, m, m + 1, 2 * m + 3].into_iter().enumerate() {
             let wr = SendWr::new(
                 id as u64,
@@ -413,7 +381,7 @@ fn segmentation_and_pad_at_every_path_mtu() {
                 vec![Sge { addr: 0x1000, length: size as u32, lkey: src }],
             );
             sim.engines[0].post_send(a.qpn, wr).unwrap();
-            let pkts = drain(&mut sim.engines[0]);
+            let pkts = drain_transmits(&mut sim.engines[0]);
             assert_eq!(pkts.len(), size.div_ceil(m).max(1), "MTU {m} size {size}");
             let mut data = Vec::new();
             for (i, (_, bytes)) in pkts.iter().enumerate() {
@@ -436,7 +404,7 @@ fn segmentation_and_pad_at_every_path_mtu() {
 
 #[test]
 fn a_gap_draws_one_sequence_nak_for_the_expected_psn() {
-    let (mut sim, a, b, src, dst) = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
+    let Pair { mut sim, a, src, dst, .. } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     for id in 0..4u64 {
         let wr = SendWr::new(
             id,
@@ -445,14 +413,14 @@ fn a_gap_draws_one_sequence_nak_for_the_expected_psn() {
         );
         sim.engines[0].post_send(a.qpn, wr).unwrap();
     }
-    let reqs = drain(&mut sim.engines[0]);
+    let reqs = drain_transmits(&mut sim.engines[0]);
     let psn0 = parse(&reqs[0].1).bth.psn;
     // The first is lost: the second and third arrive out of sequence.
     let mut answers = Vec::new();
     // Then go-back-N resends all four, and a late copy of the second comes.
     for i in [1, 2, 0, 1, 2, 3, 1] {
         sim.inject(1, &reqs[i].1);
-        answers.extend(drain(&mut sim.engines[1]).into_iter().map(|(_, d)| parse(&d)));
+        answers.extend(drain_transmits(&mut sim.engines[1]).into_iter().map(|(_, d)| parse(&d)));
     }
     let got: Vec<_> = answers.iter().map(|r| (r.aeth.unwrap().syndrome.to_byte(), r.bth.psn - psn0)).collect();
     // One NAK (0x60) for the expected PSN, an ACK for each resent packet,
@@ -460,5 +428,4 @@ fn a_gap_draws_one_sequence_nak_for_the_expected_psn() {
     assert_eq!(got, [(0x60, 0), (0x1f, 0), (0x1f, 1), (0x1f, 2), (0x1f, 3), (0x1f, 3)]);
     assert_eq!(sim.engines[1].counters().get(Counter::DuplicateRequest), 1);
     assert_eq!(sim.engines[1].counters().get(Counter::OutOfSeqRequest), 1);
-    let _ = b;
 }

@@ -5,13 +5,23 @@
 //! The link plays the layer below the engine: it stamps a CRC-32 into the
 //! ICRC field when a packet leaves and drops packets whose CRC no longer
 //! matches on arrival, as a real link checks the ICRC.
+//!
+//! Behind the crate's `sim` feature: tests, examples and benchmarks use it,
+//! applications have no need of it.
+//!
+//! Most tests start from a [`Pair`] of connected QPs and look at the run
+//! through the [`probe`] functions.
 
 pub mod goodput;
 mod link;
+mod pair;
+pub mod pingpong;
+pub mod probe;
 mod setup;
 mod workload;
 
 pub use link::{LinkConfig, LinkStats};
+pub use pair::{Pair, REGION_ACCESS};
 pub use setup::{connect, create_endpoint, Endpoint, QpOptions};
 pub use workload::{run_op, Op, Outcome};
 

@@ -2,6 +2,7 @@
 //! link, checked end to end (data byte-exact, every WR completed exactly once,
 //! in order, with the right status).
 
+use super::probe::{poll_all, read_mr};
 use super::{connect, create_endpoint, Endpoint, LinkConfig, LinkStats, QpOptions, Sim};
 use crate::engine::{
     AccessFlags, Engine, Mtu, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
@@ -87,12 +88,6 @@ fn mr(e: &mut Engine, ep: &Endpoint, addr: u64, bytes: Vec<u8>) -> u32 {
         | AccessFlags::FLUSH_GLOBAL
         | AccessFlags::FLUSH_PERSISTENT;
     e.reg_mr(ep.pd, addr, Box::new(bytes), access).expect("PD exists").lkey
-}
-
-fn read_mr(e: &Engine, key: u32, off: usize, len: usize) -> Vec<u8> {
-    let mut out = vec![0u8; len];
-    e.mr(key).expect("registered").read(off, &mut out);
-    out
 }
 
 /// Runs `messages` WRs of `op` carrying `size` bytes from node 0 to node 1
@@ -196,8 +191,8 @@ pub fn run_op(
     let mut sent: Vec<WorkCompletion> = Vec::new();
     let mut recvd: Vec<WorkCompletion> = Vec::new();
     let done = sim.run_until(MAX_STEPS, MAX_TIME, |s| {
-        drain(&mut s.engines[0], a.send_cq, &mut sent);
-        drain(&mut s.engines[1], b.recv_cq, &mut recvd);
+        sent.extend(poll_all(&mut s.engines[0], a.send_cq));
+        recvd.extend(poll_all(&mut s.engines[1], b.recv_cq));
         sent.len() >= wrs && (lossy || !needs_recv || recvd.len() >= messages)
     });
     if !done {
@@ -206,8 +201,8 @@ pub fn run_op(
     let elapsed = sim.now - start;
     // Let stragglers arrive: a late receive, or a WR completing twice, shows.
     settle(&mut sim);
-    drain(&mut sim.engines[0], a.send_cq, &mut sent);
-    drain(&mut sim.engines[1], b.recv_cq, &mut recvd);
+    sent.extend(poll_all(&mut sim.engines[0], a.send_cq));
+    recvd.extend(poll_all(&mut sim.engines[1], b.recv_cq));
     check_send_completions(&sent, messages, op, size)?;
     let ud_too_big = qp_type == QpType::Ud && size > mtu.bytes() as usize;
     let cell = Cell { op, qp_type, size, messages, dst_key, src: &src_bytes, inv_keys: &inv_keys };
@@ -253,12 +248,6 @@ fn split(addr: u64, len: u32, lkey: u32) -> Vec<Sge> {
 /// Runs until nothing is left to happen (at most 50 ms of virtual time).
 fn settle(sim: &mut Sim) {
     sim.run_until(MAX_STEPS, Duration::from_millis(50), |_| false);
-}
-
-fn drain(e: &mut Engine, cq: crate::engine::CqHandle, out: &mut Vec<WorkCompletion>) {
-    while let Some(wc) = e.poll_cq(cq) {
-        out.push(wc);
-    }
 }
 
 /// Every WR completed once, in order, successfully, with its opcode and
@@ -414,7 +403,7 @@ fn run_atomics(sim: &mut Sim, o: &QpOptions, op: Op, messages: usize) -> Result<
     let start = sim.now;
     let done = sim.run_until(MAX_STEPS, MAX_TIME, |s| {
         for (i, ep) in req.iter().enumerate() {
-            drain(&mut s.engines[0], ep.send_cq, &mut sent[i]);
+            sent[i].extend(poll_all(&mut s.engines[0], ep.send_cq));
         }
         sent[0].len() + sent[1].len() >= messages
     });
@@ -424,7 +413,7 @@ fn run_atomics(sim: &mut Sim, o: &QpOptions, op: Op, messages: usize) -> Result<
     let elapsed = sim.now - start;
     settle(sim);
     for (i, ep) in req.iter().enumerate() {
-        drain(&mut sim.engines[0], ep.send_cq, &mut sent[i]);
+        sent[i].extend(poll_all(&mut sim.engines[0], ep.send_cq));
     }
     if sent[0].len() + sent[1].len() != messages {
         return Err(format!("{} atomic completions for {messages} WRs", sent[0].len() + sent[1].len()));
@@ -473,7 +462,7 @@ fn run_atomic_writes(sim: &mut Sim, o: &QpOptions, messages: usize) -> Result<Ou
     let mut sent = Vec::new();
     let start = sim.now;
     let done = sim.run_until(MAX_STEPS, MAX_TIME, |s| {
-        drain(&mut s.engines[0], a.send_cq, &mut sent);
+        sent.extend(poll_all(&mut s.engines[0], a.send_cq));
         sent.len() >= messages
     });
     if !done {
@@ -481,7 +470,7 @@ fn run_atomic_writes(sim: &mut Sim, o: &QpOptions, messages: usize) -> Result<Ou
     }
     let elapsed = sim.now - start;
     settle(sim);
-    drain(&mut sim.engines[0], a.send_cq, &mut sent);
+    sent.extend(poll_all(&mut sim.engines[0], a.send_cq));
     if sent.len() != messages {
         return Err(format!("{} completions for {messages} ATOMIC_WRITEs", sent.len()));
     }
