@@ -1,6 +1,7 @@
 //! The driver under the contexts: posts leave from the posting thread, and
 //! contexts opened on one device share its driver.
 
+use crate::testing::{connect_pair, PairSpec, RcPair};
 use crate::*;
 use std::time::{Duration, Instant};
 
@@ -8,38 +9,8 @@ fn manual(seed: u64) -> OpenOptions {
     OpenOptions { progress: Progress::Manual, seed: Some(seed), ..OpenOptions::default() }
 }
 
-/// Connects `a` and `b` to each other over GID 1 of their contexts (as the
-/// integration tests' `common::connect_pair`, which unit tests cannot reach).
-fn connect(a: &Qp, b: &Qp) {
-    let gid = |q: &Qp| q.pd().context().query_gid(1).unwrap();
-    a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), gid(b))).unwrap();
-    b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), gid(a))).unwrap();
-}
-
-/// Two manual contexts on addresses 1 and 2 of a net of their own, each with
-/// a PD, a CQ and an RC QP, the QPs connected to each other.
-struct Pair {
-    _net: TestNet,
-    ctx_a: Context,
-    ctx_b: Context,
-    pd_a: Pd,
-    pd_b: Pd,
-    cq_a: Cq,
-    a: Qp,
-    /// The peer's QP and CQ, kept alive with the pair.
-    peer: (Qp, Cq),
-}
-
-fn pair(seed: u64) -> Pair {
-    let net = TestNet::new();
-    let ctx_a = Device::open_with(&net.udp(1), &manual(seed)).unwrap();
-    let ctx_b = Device::open_with(&net.udp(2), &manual(seed)).unwrap();
-    let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
-    let (cq_a, cq_b) = (ctx_a.create_cq(16, None).unwrap(), ctx_b.create_cq(16, None).unwrap());
-    let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
-    let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
-    connect(&a, &b);
-    Pair { _net: net, ctx_a, ctx_b, pd_a, pd_b, cq_a, a, peer: (b, cq_b) }
+fn pair(seed: u64) -> RcPair {
+    RcPair::open(&PairSpec::new(seed, Progress::Manual))
 }
 
 /// Progresses both contexts until `done` or 5 s pass.
@@ -57,7 +28,7 @@ fn progress_until(ctxs: &[&Context], mut done: impl FnMut() -> bool) {
 /// when the post returns, with no `progress` on the sender.
 #[test]
 fn a_post_leaves_from_the_posting_thread() {
-    let Pair { _net, ctx_a, ctx_b, pd_a, pd_b, a, peer: _peer, .. } = pair(38);
+    let RcPair { ctx_a, ctx_b, pd_a, pd_b, a, b: _b, cq_b: _cq_b, net: _net, .. } = pair(38);
     let remote = pd_b.reg_mr(8, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
     let local = pd_a.reg_mr_with(vec![7; 8], AccessFlags::LOCAL_WRITE).unwrap();
 
@@ -83,7 +54,7 @@ fn contexts_on_one_device_share_its_driver() {
     assert_ne!(a.qp_num(), b.qp_num(), "one QPN space");
     let wrong = pd2.create_qp(&QpInit::rc(&cq1, &cq1)).err().expect("a CQ of the other context");
     assert!(wrong.to_string().contains("CQ of another context"), "{wrong}");
-    connect(&a, &b);
+    connect_pair(&a, &b);
 
     let remote = pd2.reg_mr(16, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
     let local = pd1.reg_mr_with(vec![5; 16], AccessFlags::LOCAL_WRITE).unwrap();
@@ -112,7 +83,7 @@ fn a_second_open_with_other_options_is_refused() {
 /// poller gets them while another thread holds the lock.
 #[test]
 fn a_cq_is_polled_without_the_drivers_lock() {
-    let Pair { _net, ctx_a, ctx_b, pd_a, pd_b, cq_a, a, peer: _peer } = pair(41);
+    let RcPair { ctx_a, ctx_b, pd_a, pd_b, cq_a, a, b: _b, cq_b: _cq_b, net: _net } = pair(41);
     let remote = pd_b.reg_mr(8, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
     let local = pd_a.reg_mr_with(vec![3; 8], AccessFlags::LOCAL_WRITE).unwrap();
     let write = WrOp::RdmaWrite { remote_addr: remote.addr(), rkey: remote.rkey() };

@@ -53,6 +53,8 @@ mod memory;
 mod qp;
 pub mod rdma_cm;
 mod srq;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use channel::CompChannel;
 pub use context::{Context, OpenOptions, Progress};

@@ -3,39 +3,20 @@
 //! WRITE's last byte sees the whole message; deregistering during traffic
 //! gives the peer a remote access error and no write lands afterwards.
 
-mod common;
-use common::connect_pair;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 use uroce_stack::link::impair::{Faults, ImpairConfig};
+use uroce_verbs::testing::{PairSpec, RcPair};
 use uroce_verbs::*;
 
 const T: Duration = Duration::from_secs(20);
 
-struct Pair {
-    _net: TestNet,
-    pd_a: Pd,
-    pd_b: Pd,
-    cq_a: Cq,
-    a: Qp,
-    _b: Qp,
-}
-
-fn pair(impair: Option<ImpairConfig>) -> Pair {
-    let net = TestNet::new();
-    let opts = OpenOptions { progress: Progress::Blocking, seed: Some(7), impair, ..OpenOptions::default() };
-    let ctx_a = Device::open_with(&net.udp(1), &opts).unwrap();
-    let ctx_b = Device::open_with(&net.udp(2), &OpenOptions { impair: None, ..opts }).unwrap();
-    let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
-    let (cq_a, cq_b) = (ctx_a.create_cq(256, None).unwrap(), ctx_b.create_cq(256, None).unwrap());
-    let mut init_a = QpInit::rc(&cq_a, &cq_a);
-    init_a.cap.max_send_wr = 128;
-    let a = pd_a.create_qp(&init_a).unwrap();
-    let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
-    connect_pair(&a, &b);
-    Pair { _net: net, pd_a, pd_b, cq_a, a, _b: b }
+/// Side a's link may lose, duplicate or reorder (`impair`); side b's is clean.
+fn pair(impair: Option<ImpairConfig>) -> RcPair {
+    let spec = PairSpec { impair_a: impair, cq_depth: 256, max_wr: Some(128), ..PairSpec::new(7, Progress::Blocking) };
+    RcPair::open(&spec)
 }
 
 fn remote() -> AccessFlags {

@@ -3,14 +3,13 @@
 //! one record per event with none merged, still right when the application
 //! sets O_NONBLOCK on them.
 
-mod common;
-use common::connect_pair;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Duration;
 use uroce_verbs::rdma_cm::{CmEventType, EventChannel, PortSpace};
+use uroce_verbs::testing::connect_pair;
 use uroce_verbs::*;
 
 const T: Duration = Duration::from_secs(10);

@@ -1,9 +1,8 @@
 //! Many QPs on one context, an SRQ shared by several QPs, CQ overflow as an
 //! async error.
 
-mod common;
-use common::connect_pair;
 use std::time::Duration;
+use uroce_verbs::testing::connect_pair;
 use uroce_verbs::*;
 
 const T: Duration = Duration::from_secs(20);

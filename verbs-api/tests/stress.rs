@@ -4,14 +4,13 @@
 //! exact; every work request completes exactly once, successfully. A
 //! watchdog fails the test, naming the stuck thread, instead of letting it hang.
 
-mod common;
-use common::connect_pair;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 use uroce_stack::link::impair::{Faults, ImpairConfig};
+use uroce_verbs::testing::connect_pair;
 use uroce_verbs::*;
 
 const THREADS: usize = 8;

@@ -3,44 +3,16 @@
 //! Each test uses loopback addresses of its own, from a [`TestNet`] (RoCEv2
 //! is always port 4791).
 
-mod common;
-use common::connect_pair;
 use std::time::Duration;
+use uroce_verbs::testing::{PairSpec, RcPair};
 use uroce_verbs::*;
 
 const T: Duration = Duration::from_secs(10);
 
-struct Pair {
-    _net: TestNet,
-    ctx_a: Context,
-    ctx_b: Context,
-    pd_a: Pd,
-    pd_b: Pd,
-    cq_a: Cq,
-    cq_b: Cq,
-    a: Qp,
-    b: Qp,
-}
-
-/// Two connected RC QPs on two devices of a net of their own; `seed` gives
-/// their QPNs and PSNs.
-fn pair(seed: u64, progress: Progress) -> Pair {
-    let net = TestNet::new();
-    let opts = OpenOptions { progress, seed: Some(seed), ..OpenOptions::default() };
-    let ctx_a = Device::open_with(&net.udp(1), &opts).unwrap();
-    let ctx_b = Device::open_with(&net.udp(2), &opts).unwrap();
-    let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
-    let (cq_a, cq_b) = (ctx_a.create_cq(1024, None).unwrap(), ctx_b.create_cq(1024, None).unwrap());
-    let deep = |cq: &Cq| {
-        let mut init = QpInit::rc(cq, cq);
-        init.cap.max_send_wr = 1024;
-        init.cap.max_recv_wr = 1024;
-        init
-    };
-    let a = pd_a.create_qp(&deep(&cq_a)).unwrap();
-    let b = pd_b.create_qp(&deep(&cq_b)).unwrap();
-    connect_pair(&a, &b);
-    Pair { _net: net, ctx_a, ctx_b, pd_a, pd_b, cq_a, cq_b, a, b }
+/// Two connected RC QPs with deep queues on two devices of a net of their
+/// own; `seed` gives their QPNs and PSNs.
+fn pair(seed: u64, progress: Progress) -> RcPair {
+    RcPair::open(&PairSpec { cq_depth: 1024, max_wr: Some(1024), ..PairSpec::new(seed, progress) })
 }
 
 #[test]
@@ -148,7 +120,7 @@ fn several_threads_post_and_poll_one_context() {
 #[test]
 fn children_keep_their_parents_alive() {
     let p = pair(35, Progress::Blocking);
-    let Pair { _net, ctx_a, ctx_b, pd_a, pd_b, cq_a, a, b, .. } = p;
+    let RcPair { ctx_a, ctx_b, pd_a, pd_b, cq_a, a, b, cq_b: _cq_b, net: _net } = p;
     let remote = pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
     let local = pd_a.reg_mr_with(vec![5; 64], AccessFlags::LOCAL_WRITE).unwrap();
     // Drop every parent handle the user holds: the QPs and MRs keep them alive.

@@ -151,6 +151,18 @@ fn chance(rng: &mut ChaCha8Rng, p: f64) -> bool {
     p > 0.0 && rng.gen::<f64>() < p
 }
 
+/// How many copies of one datagram go on, drawn in the same order for both
+/// directions (loss first, then duplication): 0 lost, 1, or 2 duplicated.
+fn copies(rng: &mut ChaCha8Rng, f: &Faults) -> u8 {
+    if chance(rng, f.loss) {
+        0
+    } else if chance(rng, f.duplicate) {
+        2
+    } else {
+        1
+    }
+}
+
 fn hold(rng: &mut ChaCha8Rng, f: &Faults, reordered: bool) -> Duration {
     let mut d = f.delay;
     if !f.jitter.is_zero() {
@@ -217,16 +229,9 @@ impl<L: Link> Impair<L> {
     /// inner link received, holding what survives until it is due.
     fn impair_arrival(&mut self, d: &RxDatagram<'_>) {
         let faults = self.cfg.rx;
-        if chance(&mut self.rx_rng, faults.loss) {
-            self.stats.rx_lost += 1;
-            return;
-        }
-        let copies = if chance(&mut self.rx_rng, faults.duplicate) {
-            self.stats.rx_duplicated += 1;
-            2
-        } else {
-            1
-        };
+        let copies = copies(&mut self.rx_rng, &faults);
+        self.stats.rx_lost += u64::from(copies == 0);
+        self.stats.rx_duplicated += u64::from(copies == 2);
         for _ in 0..copies {
             let corrupt = chance(&mut self.rx_rng, faults.corrupt) && !d.roce.is_empty();
             if corrupt && d.integrity != Integrity::Unchecked {
@@ -265,16 +270,9 @@ impl<L: Link> Link for Impair<L> {
         }
         let mut direct: Vec<TxDatagram<'_>> = Vec::with_capacity(batch.len() * 2);
         for d in batch {
-            if chance(&mut self.tx_rng, f.loss) {
-                self.stats.tx_lost += 1;
-                continue;
-            }
-            let copies = if chance(&mut self.tx_rng, f.duplicate) {
-                self.stats.tx_duplicated += 1;
-                2
-            } else {
-                1
-            };
+            let copies = copies(&mut self.tx_rng, &f);
+            self.stats.tx_lost += u64::from(copies == 0);
+            self.stats.tx_duplicated += u64::from(copies == 2);
             for _ in 0..copies {
                 let reordered = chance(&mut self.tx_rng, f.reorder);
                 let wait = hold(&mut self.tx_rng, &f, reordered);

@@ -3,11 +3,13 @@
 //! server of send_bw, and who prints which report.
 
 use super::clock::{Clock, Phases, State};
+use super::completions::{blank_wc, recv_error, send_error};
 use super::exchange::BwReport;
-use super::params::{Verb, RESULT_LINE};
-use super::report::{bw_header, bw_line, json_bw, write_json};
-use super::session::{blank_wc, recv_error, send_error, sizes, Session, Watch};
+use super::params::Verb;
+use super::report::{bw_header, bw_line, json_bw, write_json, RESULT_LINE};
+use super::session::{sizes, Session};
 use super::stats::{bw_report, BwSamples};
+use super::waiting::Watch;
 use uroce_verbs::WcStatus;
 
 /// `CTX_POLL_BATCH`.

@@ -166,6 +166,12 @@ fn as_f64(a: Arg) -> f64 {
     }
 }
 
+/// The text of a C string: the bytes before the first NUL.
+pub fn c_str(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::{sprintf, Arg};

@@ -2,7 +2,7 @@
 //! cycles), and the duration mode's states (perftest's `catch_alarm`: warm-up
 //! for a margin, sample, cool-down for a margin, end).
 
-use super::params::DurationSpec;
+use super::kinds::DurationSpec;
 use std::time::{Duration, Instant};
 
 /// Timestamps in ns since the clock was made.

@@ -3,7 +3,8 @@
 //! `pingpong_dest` of every QP as perftest's 108-byte text message, the BW
 //! reports and the closing handshake. The client always writes first.
 
-use super::cfmt::{sprintf, Arg};
+use super::cfmt::c_str;
+use super::dest::Dest;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -16,78 +17,7 @@ pub const VERSION: &str = "6.06";
 const UROCE_MARK: &[u8] = b"uroce";
 /// `MAX_VERSION`.
 const VERSION_LEN: usize = 16;
-/// `KEY_MSG_SIZE_GID`: the formatted message and its NUL.
-pub const KEY_MSG_SIZE_GID: usize = 108;
-/// `KEY_PRINT_FMT_GID`, verbatim.
-const KEY_PRINT_FMT_GID: &str = "%04x:%04x:%06x:%06x:%08x:%016llx:%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x:%08x:";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `struct pingpong_dest`: what each QP tells its peer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Dest {
-    pub lid: u16,
-    pub out_reads: u32,
-    pub qpn: u32,
-    pub psn: u32,
-    pub rkey: u32,
-    pub vaddr: u64,
-    pub gid: [u8; 16],
-    pub srqn: u32,
-}
-
-impl Dest {
-    /// `ethernet_write_keys`: the text and its NUL, 108 bytes.
-    pub fn encode(&self) -> [u8; KEY_MSG_SIZE_GID] {
-        let mut args = vec![
-            Arg::U(self.lid.into()),
-            Arg::U(self.out_reads.into()),
-            Arg::U(self.qpn.into()),
-            Arg::U(self.psn.into()),
-            Arg::U(self.rkey.into()),
-            Arg::U(self.vaddr),
-        ];
-        args.extend(self.gid.iter().map(|&b| Arg::U(b.into())));
-        args.push(Arg::U(self.srqn.into()));
-        let text = sprintf(KEY_PRINT_FMT_GID, &args);
-        let mut msg = [0u8; KEY_MSG_SIZE_GID];
-        let n = text.len().min(KEY_MSG_SIZE_GID - 1);
-        msg[..n].copy_from_slice(&text.as_bytes()[..n]);
-        msg
-    }
-
-    /// `ethernet_read_keys`: hex fields separated by ':'.
-    pub fn decode(msg: &[u8]) -> Result<Dest, String> {
-        let text = c_str(msg);
-        let fields: Vec<&str> = text.split(':').collect();
-        let bad = || {
-            format!("the peer's address message {text:?} does not parse: is it perftest or uroce perf, running the same test?")
-        };
-        if fields.len() < 23 {
-            return Err(bad());
-        }
-        let hex = |i: usize| u64::from_str_radix(fields[i].trim(), 16).map_err(|_| bad());
-        let mut gid = [0u8; 16];
-        for (k, b) in gid.iter_mut().enumerate() {
-            *b = hex(6 + k)? as u8;
-        }
-        Ok(Dest {
-            lid: hex(0)? as u16,
-            out_reads: hex(1)? as u32,
-            qpn: hex(2)? as u32,
-            psn: hex(3)? as u32,
-            rkey: hex(4)? as u32,
-            vaddr: hex(5)?,
-            gid,
-            srqn: hex(22)? as u32,
-        })
-    }
-}
-
-/// The text of a C string: the bytes before the first NUL.
-fn c_str(b: &[u8]) -> String {
-    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end]).into_owned()
-}
 
 /// C's `atof` of a version string: the leading decimal number, else 0.
 fn atof(s: &str) -> f64 {
@@ -115,11 +45,24 @@ pub struct BwReport {
 /// What a read runs while it waits for the peer's bytes.
 pub type Idle = Box<dyn FnMut() + Send>;
 
+/// An exchange carried by messages instead of a byte stream: `-R`/`-z`'s
+/// SENDs on an rdma_cm connection. `idle` runs while a call waits.
+pub trait MessageWire: Send {
+    /// Sends one message and waits until it is delivered.
+    fn write(&mut self, data: &[u8], idle: &mut dyn FnMut()) -> Result<(), String>;
+    /// The next message's first `n` bytes.
+    fn read(&mut self, n: usize, idle: &mut dyn FnMut()) -> Result<Vec<u8>, String>;
+    /// Whether the peer has gone.
+    fn peer_closed(&self) -> bool;
+    /// Tells the peer this end will send nothing more.
+    fn finish_sending(&self);
+}
+
 /// What the exchange runs over.
 enum Wire {
     Tcp(TcpStream),
-    /// `-R`/`-z`: SENDs on an rdma_cm connection (rdma_cm.rs).
-    Cm(Box<super::rdma_cm::CmComm>),
+    /// `-R`/`-z`: SENDs on an rdma_cm connection (rdma_cm/comm.rs).
+    Cm(Box<dyn MessageWire>),
 }
 
 /// The connection of the exchange.
@@ -173,8 +116,8 @@ impl Comm {
     }
 
     /// The exchange over an rdma_cm connection (`-R`, `-z`).
-    pub fn over_rdma_cm(cm: super::rdma_cm::CmComm, client: bool, peer: String) -> Comm {
-        Comm { wire: Wire::Cm(Box::new(cm)), client, peer, idle: None }
+    pub fn over_messages(wire: Box<dyn MessageWire>, client: bool, peer: String) -> Comm {
+        Comm { wire: Wire::Cm(wire), client, peer, idle: None }
     }
 
     fn write(&mut self, buf: &[u8], what: &str) -> Result<(), String> {
@@ -295,10 +238,9 @@ impl Comm {
 
     /// `ctx_hand_shake`: our `pingpong_dest` for theirs (in binary over rdma_cm).
     pub fn hand_shake(&mut self, my: &Dest) -> Result<Dest, String> {
-        use super::rdma_cm::{decode_dest, encode_dest};
         match self.wire {
-            Wire::Cm(_) => decode_dest(&self.xchg(&encode_dest(my), "the QP addresses")?),
-            Wire::Tcp(_) => Dest::decode(&self.xchg(&my.encode(), "the QP addresses")?),
+            Wire::Cm(_) => Dest::decode_binary(&self.xchg(&my.encode_binary(), "the QP addresses")?),
+            Wire::Tcp(_) => Dest::decode_text(&self.xchg(&my.encode_text(), "the QP addresses")?),
         }
     }
 
@@ -394,21 +336,9 @@ impl Comm {
 mod tests {
     use super::*;
 
+    /// A QP's address, as the other end must receive it.
     fn dest() -> Dest {
-        let mut gid = [0u8; 16];
-        gid[10..].copy_from_slice(&[0xff, 0xff, 192, 168, 122, 10]);
-        Dest { lid: 0, out_reads: 1, qpn: 0x11, psn: 0x6a9d8c, rkey: 0x1e8, vaddr: 0x7f8b_5c5f_4000, gid, srqn: 0 }
-    }
-
-    #[test]
-    fn dest_message_is_perftests() {
-        let msg = dest().encode();
-        let expected = "0000:0001:000011:6a9d8c:000001e8:00007f8b5c5f4000:00:00:00:00:00:00:00:00:00:00:ff:ff:c0:a8:7a:0a:00000000:";
-        assert_eq!(expected.len(), KEY_MSG_SIZE_GID - 1);
-        assert_eq!(&msg[..KEY_MSG_SIZE_GID - 1], expected.as_bytes());
-        assert_eq!(msg[KEY_MSG_SIZE_GID - 1], 0);
-        assert_eq!(Dest::decode(&msg).unwrap(), dest());
-        assert!(Dest::decode(b"garbage\0").is_err());
+        Dest { out_reads: 1, qpn: 0x11, psn: 0x6a9d8c, rkey: 0x1e8, vaddr: 0x7f8b_5c5f_4000, ..Dest::default() }
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //! `run_iter_lat_send` (SEND ping-pong).
 
 use super::clock::{Clock, Phases, State};
-use super::params::{TestName, RESULT_LINE};
-use super::report::{json_lat, json_lat_duration, lat_duration_line, lat_header, lat_lines, write_json};
-use super::session::{blank_wc, recv_error, send_error, sizes, Session, Watch};
+use super::completions::{blank_wc, recv_error, send_error};
+use super::params::TestName;
+use super::report::{json_lat, json_lat_duration, lat_duration_line, lat_header, lat_lines, write_json, RESULT_LINE};
+use super::session::{sizes, Session};
 use super::stats::{lat_duration_report, lat_report, LatSamples};
+use super::waiting::Watch;
 use uroce_verbs::{WcStatus, WorkCompletion};
 
 pub fn run(s: &mut Session) -> Result<(), String> {

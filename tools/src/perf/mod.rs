@@ -7,6 +7,8 @@ mod agree;
 mod bw;
 mod cfmt;
 mod clock;
+mod completions;
+mod dest;
 mod exchange;
 mod flags;
 mod kinds;
@@ -17,6 +19,7 @@ mod report;
 mod resources;
 mod session;
 mod stats;
+mod waiting;
 
 pub use flags::PerftestFlags;
 pub use params::TestName;
@@ -131,7 +134,8 @@ fn run_loopback(args: &PerfArgs) -> Result<(), String> {
     let (client_common, server_common) = loopback::ends(&args.common, &args.loopback)?;
     let (client_ctx, server_ctx) = loopback::open_both(&client_common, &server_common, progress(args)?)?;
     let (server_conn, host, client_conn) = if server_p.comm_rdma_cm {
-        rdma_cm::loopback_connectors(&server_ctx, server_p.port())?
+        let (host, port) = (rdma_cm::local_ip(&server_ctx)?.to_string(), server_p.port());
+        (Connector::RdmaCm { host: None, port }, host.clone(), Connector::RdmaCm { host: Some(host), port })
     } else {
         let listener = std::net::TcpListener::bind(("127.0.0.1", args.flags.port.unwrap_or(0)))
             .map_err(|e| format!("cannot listen on a loopback TCP port: {e}"))?;

@@ -16,8 +16,6 @@ pub const MSG_SIZE_CQ_MOD_LIMIT: u64 = 8192;
 /// `DEF_PAGE_SIZE`, `DEF_CACHE_LINE_SIZE`: perftest asks the system; both sides keep the larger.
 pub const DEF_CYCLE_BUFFER: u64 = 4096;
 pub const DEF_CACHE_LINE: u64 = 64;
-pub const RESULT_LINE: &str =
-    "---------------------------------------------------------------------------------------\n";
 
 /// The resolved parameters of one end.
 #[derive(Debug, Clone)]
@@ -66,7 +64,8 @@ pub struct Params {
     pub comm_rdma_cm: bool,
     /// `--retry_count` of the rdma_cm connections.
     pub retry_count: u8,
-    /// What perftest prints while parsing (warnings), to print first.
+    /// What perftest prints while parsing (warnings), to print first, each
+    /// after a line of dashes.
     pub notes: Vec<String>,
 }
 
@@ -235,7 +234,27 @@ impl Params {
             self.duration = Some(DurationSpec { secs: d as u64, margin: 0 });
         }
         self.run_all = f.all;
-        super::rdma_cm::parse_flags(self, f)
+        self.parse_rdma_cm_flags(f)
+    }
+
+    /// `-R` and `-z` (`-R` implies `-z`), with perftest's refusals.
+    fn parse_rdma_cm_flags(&mut self, f: &PerftestFlags) -> Check {
+        self.rdma_cm = f.rdma_cm;
+        self.comm_rdma_cm = f.rdma_cm || f.comm_rdma_cm;
+        if let Some(r) = f.retry_count {
+            self.retry_count =
+                u8::try_from(r).ok().filter(|r| *r <= 7).ok_or("Retry count should be between 0 and 7")?;
+        }
+        if self.rdma_cm && self.conn == Conn::Uc {
+            return Err(" UC is not supported in librdmacm".into());
+        }
+        if self.comm_rdma_cm && self.conn == Conn::Ud {
+            return Err(
+                "-R/-z with UD: uroce's rdma_cm connects RC QPs (RDMA_PS_TCP); UD's RDMA_PS_UDP is not implemented"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 
     fn parse_verb_flags(&mut self, f: &PerftestFlags) -> Check {
@@ -339,9 +358,10 @@ impl Params {
             if !self.req_cq_mod {
                 self.cq_mod = 1;
             } else if self.cq_mod > 1 {
-                self.notes.push(RESULT_LINE.to_string());
-                self.notes.push("Warning: Large message requested and CQ moderation enabled\n".into());
-                self.notes.push("Warning: It can lead to inaccurate results\n".into());
+                self.notes.push(
+                    "Warning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n"
+                        .into(),
+                );
             }
         }
     }
@@ -384,7 +404,6 @@ impl Params {
         let max = dev.max_qp_rd_atom;
         self.out_reads = match self.req_outs {
             Some(n) if n > max => {
-                self.notes.push(RESULT_LINE.to_string());
                 self.notes
                     .push(format!(" Number of outstanding reads is above max = {max}\n Changing to that max value\n"));
                 max
@@ -441,7 +460,7 @@ mod tests {
         let a = resolve(TestName::ReadLat, Some("h"), |f| f.all = true).unwrap();
         assert_eq!(a.size, MAX_SIZE);
         let q = resolve(TestName::WriteBw, Some("h"), |f| f.cq_mod = Some(10)).unwrap();
-        assert_eq!(q.notes[1], "Warning: Large message requested and CQ moderation enabled\n");
+        assert!(q.notes[0].starts_with("Warning: Large message requested and CQ moderation enabled\n"));
     }
 
     #[test]

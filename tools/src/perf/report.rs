@@ -4,12 +4,16 @@
 //! result tables and the `--out_json` file.
 
 use super::cfmt::{sprintf, Arg};
-use super::exchange::{BwReport, Dest};
-use super::params::{Params, Tst, Verb, RESULT_LINE};
+use super::dest::Dest;
+use super::exchange::BwReport;
+use super::params::{Params, Tst, Verb};
 use super::stats::LatReport;
 use std::io::Write;
 use uroce_verbs::Mtu;
 
+/// perftest's line of dashes around every block of its output.
+pub const RESULT_LINE: &str =
+    "---------------------------------------------------------------------------------------\n";
 pub const RESULT_FMT: &str = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
 pub const RESULT_FMT_G: &str = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
 pub const RESULT_FMT_LAT: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
@@ -100,7 +104,7 @@ pub fn test_info(p: &Params, info: &Info) -> String {
     } else {
         s += &format!(" Max inline data : {}[B]\n", p.inline_size);
     }
-    s + &super::rdma_cm::header_lines(p) + RESULT_LINE
+    s + &rdma_cm_header_lines(p) + RESULT_LINE
 }
 
 /// `ctx_print_pingpong_data`: one QP's address line and its GID line.
@@ -203,7 +207,7 @@ fn json_test_info(p: &Params, info: &Info) -> String {
     } else {
         s += &format!("Max_inline_data: {},\n", p.inline_size);
     }
-    s + &super::rdma_cm::json_lines(p) + "},\n"
+    s + &rdma_cm_json_lines(p) + "},\n"
 }
 
 /// The results part of the json file of a BW test.
@@ -241,6 +245,40 @@ pub fn write_json(p: &Params, info: &Info, results: &str) -> Result<(), String> 
     let Some(path) = &p.out_json else { return Ok(()) };
     let text = format!("{{\n{}{results}}}\n", json_test_info(p, info));
     std::fs::write(path, text).map_err(|e| format!("failed to open {}: {e}", path.display()))
+}
+
+/// The header's rdma_cm lines (`ctx_print_test_info`).
+fn rdma_cm_header_lines(p: &Params) -> String {
+    let mut s = format!(" rdma_cm QPs\t : {}\n", on_off(p.rdma_cm));
+    s += &format!(" Data ex. method : {}", exchange_method(p));
+    if p.rdma_cm && p.is_server() {
+        s += "\n";
+        s += RESULT_LINE;
+        s += " Waiting for client rdma_cm QP to connect\n";
+        s += " Please run the same command with the IB/RoCE interface IP";
+    }
+    s + "\n"
+}
+
+/// The json file's rdma_cm lines.
+fn rdma_cm_json_lines(p: &Params) -> String {
+    format!("rdma_cm_QPs: {},\nData_ex_method: {},\n", on_off(p.rdma_cm), exchange_method(p))
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "ON"
+    } else {
+        "OFF"
+    }
+}
+
+fn exchange_method(p: &Params) -> &'static str {
+    if p.comm_rdma_cm {
+        "rdma_cm"
+    } else {
+        "Ethernet"
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! for what it receives; QPs taken through INIT, RTR and RTS with perftest's
 //! attributes.
 
-use super::exchange::Dest;
+use super::dest::Dest;
 use super::params::{AtomicType, Conn, Params, Tst, Verb};
 use uroce_verbs::{
     AccessFlags, AddressVector, Ah, CompChannel, Context, Cq, Gid, Mr, Mtu, Pd, Qp, QpAttr, QpAttrMask, QpCap, QpInit,

@@ -3,13 +3,16 @@
 //! header, and the handshakes that connect the QPs and print their addresses.
 
 use super::agree;
-use super::exchange::{Comm, Dest, Peer};
+use super::completions::blank_wc;
+use super::dest::Dest;
+use super::exchange::{Comm, Peer};
 use super::params::{Conn, Params, TestName, Verb};
-use super::report::{dest_lines, test_info, Info, Out, WAITING};
+use super::report::{dest_lines, test_info, Info, Out, RESULT_LINE, WAITING};
 use super::resources::Resources;
+use super::waiting::{idle, Watch, STALL};
 use std::net::TcpListener;
-use std::time::{Duration, Instant};
-use uroce_verbs::{Context, Cq, Gid, Mtu, Progress, WcFlags, WcOpcode, WcStatus, WorkCompletion};
+use std::time::Instant;
+use uroce_verbs::{Context, Cq, Gid, Mtu, Progress, WorkCompletion};
 
 /// How this end reaches the other.
 pub enum Connector {
@@ -39,25 +42,6 @@ pub struct Session {
     pub cm: Option<super::rdma_cm::TestConns>,
 }
 
-/// How long a wait for the peer may last before the test gives up.
-pub const STALL: Duration = Duration::from_secs(60);
-
-/// A completion to poll into.
-pub fn blank_wc() -> WorkCompletion {
-    WorkCompletion {
-        wr_id: 0,
-        status: WcStatus::Success,
-        opcode: WcOpcode::Send,
-        vendor_err: 0,
-        byte_len: 0,
-        imm_data: 0,
-        qp_num: 0,
-        src_qp: 0,
-        wc_flags: WcFlags::EMPTY,
-        pkey_index: 0,
-    }
-}
-
 /// `set_up_connection`'s GID: `-x`, or the first IPv4 one (`get_best_gid_index`).
 pub fn choose_gid(ctx: &Context, p: &Params) -> Result<(u8, Gid), String> {
     let len = ctx.query_port().gid_tbl_len as usize;
@@ -83,6 +67,7 @@ pub fn setup(mut p: Params, ctx: &Context, conn: Connector, mut out: Out) -> Res
     p.apply_device(&ctx.query_device());
     let (gid_index, gid) = choose_gid(ctx, &p)?;
     for note in &p.notes {
+        out.print(RESULT_LINE);
         out.print(note);
     }
     let mut comm = match conn {
@@ -254,103 +239,4 @@ impl Session {
             self.wait(&mut watch)?;
         }
     }
-}
-
-/// What this end does while it waits: with manual progress (the default,
-/// one thread per end, as an RNIC needs none), move packets; else let the
-/// progress thread run.
-pub fn idle(ctx: &Context) {
-    if ctx.try_progress() == 0 {
-        std::thread::yield_now();
-    }
-}
-
-/// How often a waiting end looks at the TCP connection.
-const PEER_CHECK: Duration = Duration::from_millis(100);
-
-/// Watches a wait for the peer: an error once nothing has happened for
-/// [`STALL`], or as soon as the peer closed the TCP connection (it failed).
-pub struct Watch {
-    since: Instant,
-    checked: Instant,
-    tcp: bool,
-}
-
-impl Watch {
-    pub fn new() -> Watch {
-        Watch { since: Instant::now(), checked: Instant::now(), tcp: true }
-    }
-    /// A wait during which the peer may end normally (write_lat has no
-    /// closing handshake): only the stall counts.
-    pub fn stall_only() -> Watch {
-        Watch { tcp: false, ..Watch::new() }
-    }
-    /// Something happened: the stall clock starts again.
-    pub fn progressed(&mut self) {
-        self.since = Instant::now();
-    }
-    fn check(&mut self, comm: &Comm) -> Result<(), String> {
-        let now = Instant::now();
-        if self.tcp && now - self.checked >= PEER_CHECK {
-            self.checked = now;
-            if comm.peer_closed() {
-                crate::loopback::note_peer_gone();
-                return Err(
-                    "the peer closed the TCP connection during the test: it failed (its output says why)".into()
-                );
-            }
-        }
-        if now - self.since > STALL {
-            return Err(format!(
-                "nothing from the peer for {} s: it stopped, or packets are lost (UC/UD do not retransmit)",
-                STALL.as_secs()
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl Default for Watch {
-    fn default() -> Watch {
-        Watch::new()
-    }
-}
-
-/// What a failed completion most likely means here, and what to do.
-fn hint(status: WcStatus) -> &'static str {
-    match status {
-        WcStatus::RetryExcErr => {
-            ": the peer's RoCE address did not answer: check that it is reachable (--pcap shows what went out) and runs the same -c"
-        }
-        WcStatus::RnrRetryExcErr => ": the peer had no receive posted: run the same test, -n and -q on both ends",
-        WcStatus::RemAccessErr | WcStatus::RemInvReqErr => {
-            ": the peer refused the access: run the same test and -s (and -a) on both ends"
-        }
-        _ => "",
-    }
-}
-
-/// perftest's report of a failed send completion (`NOTIFY_COMP_ERROR_SEND`),
-/// as one line, with the likely cause.
-pub fn send_error(wc: &WorkCompletion, scnt: u64, ccnt: u64) -> String {
-    format!(
-        "Completion with error at client: Failed status {}: wr_id {} syndrom {:#x} ({}); scnt={scnt}, ccnt={ccnt}{}",
-        wc.status as u32,
-        wc.wr_id,
-        wc.vendor_err,
-        wc.status,
-        hint(wc.status)
-    )
-}
-
-/// `NOTIFY_COMP_ERROR_RECV`, as one line, with the likely cause.
-pub fn recv_error(wc: &WorkCompletion, rcnt: u64) -> String {
-    format!(
-        "Completion with error at server: Failed status {}: wr_id {} syndrom {:#x} ({}); rcnt={rcnt}{}",
-        wc.status as u32,
-        wc.wr_id,
-        wc.vendor_err,
-        wc.status,
-        hint(wc.status)
-    )
 }

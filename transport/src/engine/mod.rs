@@ -548,7 +548,8 @@ impl Engine {
 
     /// Runs the timers due at `now` (only the QPs the timer index files as due).
     pub fn handle_timeout(&mut self, now: Instant) {
-        for qpn in self.sh.timers.due(now) {
+        let due = self.sh.timers.take_due(now);
+        for &qpn in &due {
             let Some(qp) = self.qps.get_mut(&qpn) else { continue };
             let retransmit = qp.timers.take_expired(Timer::Retransmit, now);
             if retransmit {
@@ -562,6 +563,7 @@ impl Engine {
             // Filed early (the index is lazy) or not: now where its timers are.
             self.sh.timers.refile(qpn, &mut qp.timers);
         }
+        self.sh.timers.return_due(due);
         self.fail_qps_that_lost_completions();
     }
 

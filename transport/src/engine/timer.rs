@@ -61,6 +61,8 @@ impl TimerTable {
 #[derive(Debug, Default)]
 pub(crate) struct TimerIndex {
     by_deadline: BTreeSet<(Instant, u32)>,
+    /// The vector [`TimerIndex::take_due`] lends, kept for its allocation.
+    spare: Vec<u32>,
 }
 
 impl TimerIndex {
@@ -100,9 +102,19 @@ impl TimerIndex {
         self.by_deadline.first().map(|&(at, _)| at)
     }
 
-    /// The QPs filed under a deadline due at `now`, earliest first.
-    pub fn due(&self, now: Instant) -> Vec<u32> {
-        self.by_deadline.iter().take_while(|&&(at, _)| at <= now).map(|&(_, qpn)| qpn).collect()
+    /// The QPs filed under a deadline due at `now`, earliest first, in a
+    /// vector to hand back with [`TimerIndex::return_due`] (a timeout round
+    /// then allocates nothing).
+    pub fn take_due(&mut self, now: Instant) -> Vec<u32> {
+        let mut due = core::mem::take(&mut self.spare);
+        due.clear();
+        due.extend(self.by_deadline.iter().take_while(|&&(at, _)| at <= now).map(|&(_, qpn)| qpn));
+        due
+    }
+
+    /// Takes back the vector of [`TimerIndex::take_due`].
+    pub fn return_due(&mut self, due: Vec<u32>) {
+        self.spare = due;
     }
 
     /// Whether `table` is filed no later than its next deadline.
@@ -142,18 +154,18 @@ mod test {
         index.update(1, &mut a);
         index.update(2, &mut b);
         assert_eq!(index.next(), Some(at(10)));
-        assert_eq!(index.due(at(30)), vec![2, 1]);
+        assert_eq!(index.take_due(at(30)), vec![2, 1]);
         // Stopped or moved later: the entry stays (early is harmless)...
         b.stop_all();
         index.update(2, &mut b);
         a.set(Timer::Retransmit, at(50));
         index.update(1, &mut a);
-        assert_eq!(index.due(at(30)), vec![2, 1]);
+        assert_eq!(index.take_due(at(30)), vec![2, 1]);
         assert!(TimerIndex::is_current(&a) && TimerIndex::is_current(&b));
         // ...until it comes due and is filed where the timers really are.
         index.refile(2, &mut b);
         index.refile(1, &mut a);
-        assert_eq!((index.next(), index.due(at(49))), (Some(at(50)), vec![]));
+        assert_eq!((index.next(), index.take_due(at(49))), (Some(at(50)), vec![]));
         // Moved earlier: filed again at once.
         a.set(Timer::Retransmit, at(20));
         index.update(1, &mut a);

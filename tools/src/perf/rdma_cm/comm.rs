@@ -2,7 +2,7 @@
 //! `rdma_server_connect`, `rdma_write_data`, `rdma_read_data`) and the
 //! binary `pingpong_dest` perftest sends over it.
 
-use super::super::exchange::Dest;
+use super::super::exchange::MessageWire;
 use super::super::params::{Params, Verb};
 use super::{conn_param, next_event, resolve, server_addr, unexpected, WAIT};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -10,47 +10,12 @@ use std::time::Instant;
 use uroce_verbs::rdma_cm::{CmEventType, CmId, EventChannel, PortSpace};
 use uroce_verbs::{AccessFlags, Context, Cq, Mr, Pd, Qp, QpCap, QpInit, RecvWr, SendWr, WcStatus, WrOp};
 
-/// `sizeof(struct pingpong_dest)` on x86-64: five ints, padding, the vaddr,
-/// the GID, two ints.
-pub const DEST_LEN: usize = 56;
 /// The longest message of the exchange: perftest's are at most a dest (56
 /// bytes); two uroce ends also exchange their parameters (agree.rs).
 const MSG_MAX: usize = 1024;
 /// Where SENDs go out of and RECVs land in the exchange's buffer.
 const SEND_OFF: usize = 0;
 const RECV_OFF: usize = MSG_MAX;
-
-/// `rdma_write_keys`: the dest in network order, as perftest built with HAVE_ENDIAN sends it.
-pub fn encode_dest(d: &Dest) -> [u8; DEST_LEN] {
-    let mut b = [0u8; DEST_LEN];
-    for (i, v) in [u32::from(d.lid), d.out_reads, d.qpn, d.psn, d.rkey].iter().enumerate() {
-        b[4 * i..4 * i + 4].copy_from_slice(&v.to_be_bytes());
-    }
-    b[24..32].copy_from_slice(&d.vaddr.to_be_bytes());
-    b[32..48].copy_from_slice(&d.gid);
-    b[48..52].copy_from_slice(&d.srqn.to_be_bytes());
-    b
-}
-
-/// `rdma_read_keys` (which takes neither srqn nor gid_index).
-pub fn decode_dest(b: &[u8]) -> Result<Dest, String> {
-    if b.len() < 48 {
-        return Err(format!("the peer's address message has {} bytes, not {DEST_LEN}", b.len()));
-    }
-    let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    let mut gid = [0u8; 16];
-    gid.copy_from_slice(&b[32..48]);
-    Ok(Dest {
-        lid: be32(0) as u16,
-        out_reads: be32(4),
-        qpn: be32(8),
-        psn: be32(12),
-        rkey: be32(16),
-        vaddr: u64::from_be_bytes(b[24..32].try_into().expect("8 bytes")),
-        gid,
-        srqn: 0,
-    })
-}
 
 /// The exchange's connection: its QP sends and receives one message at a time.
 pub struct CmComm {
@@ -135,7 +100,7 @@ impl CmComm {
     /// this end's packets moved: with manual progress, it moves them.
     fn completion(&mut self, idle: &mut dyn FnMut(), what: &str) -> Result<uroce_verbs::WorkCompletion, String> {
         let since = Instant::now();
-        let mut wc = [super::super::session::blank_wc()];
+        let mut wc = [super::super::completions::blank_wc()];
         loop {
             if self.cq.poll(&mut wc) == 1 {
                 if wc[0].status != WcStatus::Success {
@@ -150,13 +115,20 @@ impl CmComm {
             if since.elapsed() > WAIT {
                 return Err(format!("nothing from the peer for {} s {what}", WAIT.as_secs()));
             }
-            super::super::session::idle(&self.ctx);
+            super::super::waiting::idle(&self.ctx);
             idle();
         }
     }
 
+    /// Who the peer is, for messages.
+    pub fn peer(&self) -> String {
+        self.id.peer_addr().map_or_else(|| "the client".into(), |a| a.to_string())
+    }
+}
+
+impl MessageWire for CmComm {
     /// `rdma_write_data`: one SEND, waited for.
-    pub fn write(&mut self, data: &[u8], idle: &mut dyn FnMut()) -> Result<(), String> {
+    fn write(&mut self, data: &[u8], idle: &mut dyn FnMut()) -> Result<(), String> {
         if data.len() > MSG_MAX {
             return Err(format!("a {}-byte message, at most {MSG_MAX}", data.len()));
         }
@@ -167,7 +139,7 @@ impl CmComm {
     }
 
     /// `rdma_read_data`: the next message's first `n` bytes; the receive goes again.
-    pub fn read(&mut self, n: usize, idle: &mut dyn FnMut()) -> Result<Vec<u8>, String> {
+    fn read(&mut self, n: usize, idle: &mut dyn FnMut()) -> Result<Vec<u8>, String> {
         self.completion(idle, "receiving")?;
         let mut buf = vec![0u8; n.min(MSG_MAX)];
         self.mr.read(RECV_OFF, &mut buf);
@@ -177,7 +149,7 @@ impl CmComm {
     }
 
     /// Whether the peer disconnected (it ended).
-    pub fn peer_closed(&self) -> bool {
+    fn peer_closed(&self) -> bool {
         while let Some(ev) = self.ch.try_get_cm_event() {
             if matches!(ev.event, CmEventType::Disconnected | CmEventType::Rejected) {
                 self.closed.set(true);
@@ -188,41 +160,7 @@ impl CmComm {
 
     /// The exchange is over: disconnect it, which tells the peer (as a TCP
     /// half-close does the other exchange).
-    pub fn finish_sending(&self) {
+    fn finish_sending(&self) {
         let _ = self.id.disconnect();
-    }
-
-    /// Who the peer is, for messages.
-    pub fn peer(&self) -> String {
-        self.id.peer_addr().map_or_else(|| "the client".into(), |a| a.to_string())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_binary_dest_is_perftests() {
-        let mut gid = [0u8; 16];
-        gid[10..].copy_from_slice(&[0xff, 0xff, 198, 18, 0, 11]);
-        let d = Dest {
-            lid: 0,
-            out_reads: 1,
-            qpn: 0x2d,
-            psn: 0x929a5b,
-            rkey: 0x1234,
-            vaddr: 0x5555_0000_1000,
-            gid,
-            srqn: 0,
-        };
-        let b = encode_dest(&d);
-        assert_eq!(
-            &b[..24],
-            &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0x2d, 0, 0x92, 0x9a, 0x5b, 0, 0, 0x12, 0x34, 0, 0, 0, 0]
-        );
-        assert_eq!(&b[24..32], &[0, 0, 0x55, 0x55, 0, 0, 0x10, 0]);
-        assert_eq!(decode_dest(&b).unwrap(), d);
-        assert!(decode_dest(&b[..40]).is_err());
     }
 }

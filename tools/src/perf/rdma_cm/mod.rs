@@ -8,12 +8,11 @@
 mod comm;
 mod qps;
 
-pub use comm::{decode_dest, encode_dest, CmComm};
+pub use comm::CmComm;
 pub use qps::{connect_qps, TestConns};
 
 use super::exchange::Comm;
-use super::params::{Conn, Params, Verb};
-use super::session::Connector;
+use super::params::{Params, Verb};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 use uroce_verbs::rdma_cm::{CmEvent, CmEventType, CmId, ConnParam, EventChannel};
@@ -45,7 +44,7 @@ fn conn_param(p: &Params, verb: Verb) -> ConnParam {
 }
 
 /// This end's IPv4 address: perftest's rdma_cm speaks AF_INET only.
-fn local_ip(ctx: &Context) -> Result<IpAddr, String> {
+pub fn local_ip(ctx: &Context) -> Result<IpAddr, String> {
     ctx.link_info()
         .ipv4
         .map(IpAddr::V4)
@@ -81,69 +80,11 @@ fn resolve(ch: &EventChannel, id: &CmId, ctx: &Context, dst: SocketAddr) -> Resu
 /// The exchange over rdma_cm: as the client of `host`, or as the server.
 pub fn comm(ctx: &Context, host: Option<&str>, port: u16, p: &Params) -> Result<Comm, String> {
     Ok(match host {
-        Some(h) => Comm::over_rdma_cm(CmComm::connect(ctx, h, port, p)?, true, format!("{h}:{port}")),
+        Some(h) => Comm::over_messages(Box::new(CmComm::connect(ctx, h, port, p)?), true, format!("{h}:{port}")),
         None => {
             let cm = CmComm::accept(ctx, port, p)?;
             let peer = cm.peer();
-            Comm::over_rdma_cm(cm, false, peer)
+            Comm::over_messages(Box::new(cm), false, peer)
         }
     })
-}
-
-/// `--loopback -R`: the server listens on its device's address, the client connects there.
-pub fn loopback_connectors(server: &Context, port: u16) -> Result<(Connector, String, Connector), String> {
-    let host = local_ip(server)?.to_string();
-    Ok((Connector::RdmaCm { host: None, port }, host.clone(), Connector::RdmaCm { host: Some(host), port }))
-}
-
-/// `-R` and `-z` (`-R` implies `-z`), with perftest's refusals.
-pub fn parse_flags(p: &mut Params, f: &super::flags::PerftestFlags) -> Result<(), String> {
-    p.rdma_cm = f.rdma_cm;
-    p.comm_rdma_cm = f.rdma_cm || f.comm_rdma_cm;
-    if let Some(r) = f.retry_count {
-        p.retry_count = u8::try_from(r).ok().filter(|r| *r <= 7).ok_or("Retry count should be between 0 and 7")?;
-    }
-    if p.rdma_cm && p.conn == Conn::Uc {
-        return Err(" UC is not supported in librdmacm".into());
-    }
-    if p.comm_rdma_cm && p.conn == Conn::Ud {
-        return Err(
-            "-R/-z with UD: uroce's rdma_cm connects RC QPs (RDMA_PS_TCP); UD's RDMA_PS_UDP is not implemented".into(),
-        );
-    }
-    Ok(())
-}
-
-/// The header's rdma_cm lines (`ctx_print_test_info`).
-pub fn header_lines(p: &Params) -> String {
-    let mut s = format!(" rdma_cm QPs\t : {}\n", on_off(p.rdma_cm));
-    s += &format!(" Data ex. method : {}", method(p));
-    if p.rdma_cm && p.is_server() {
-        s += "\n";
-        s += super::params::RESULT_LINE;
-        s += " Waiting for client rdma_cm QP to connect\n";
-        s += " Please run the same command with the IB/RoCE interface IP";
-    }
-    s + "\n"
-}
-
-/// The json file's rdma_cm lines.
-pub fn json_lines(p: &Params) -> String {
-    format!("rdma_cm_QPs: {},\nData_ex_method: {},\n", on_off(p.rdma_cm), method(p))
-}
-
-fn on_off(b: bool) -> &'static str {
-    if b {
-        "ON"
-    } else {
-        "OFF"
-    }
-}
-
-fn method(p: &Params) -> &'static str {
-    if p.comm_rdma_cm {
-        "rdma_cm"
-    } else {
-        "Ethernet"
-    }
 }

@@ -2,7 +2,8 @@
 //! `rdma_cm_server_connection`, `rdma_cm_client_connection`,
 //! `rdma_cm_disconnect_nodes`).
 
-use super::super::exchange::{Comm, Dest};
+use super::super::dest::Dest;
+use super::super::exchange::Comm;
 use super::super::params::Params;
 use super::super::resources::Resources;
 use super::{conn_param, next_event, resolve, server_addr};
