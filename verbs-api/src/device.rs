@@ -132,8 +132,15 @@ impl DeviceAttr {
 /// A GUID from the link's MAC (EUI-64, as rxe derives it) or, for a udp link
 /// with no MAC, from its IP.
 fn node_guid(info: &LinkInfo) -> u64 {
-    let mac = info.mac.unwrap_or_else(|| {
-        let ip = info.ipv4.map(|v| v.octets()).unwrap_or_default();
+    node_guid_of(info.mac, info.ipv4)
+}
+
+/// The node GUID of a device with MAC `mac` (EUI-64, as rxe derives it) or,
+/// with none (a udp link), with IPv4 address `ipv4`: what
+/// `ibv_get_device_guid` can say of a device before it is opened.
+pub fn node_guid_of(mac: Option<[u8; 6]>, ipv4: Option<std::net::Ipv4Addr>) -> u64 {
+    let mac = mac.unwrap_or_else(|| {
+        let ip = ipv4.map(|v| v.octets()).unwrap_or_default();
         [0x02, 0x00, ip[0], ip[1], ip[2], ip[3]]
     });
     let eui = [mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]];
