@@ -1,0 +1,277 @@
+//! The C structures of rdma-core 44's `<infiniband/verbs.h>` (and
+//! `driver.h`'s `verbs_device`) that programs read, write or call through:
+//! their layouts are the ABI, so each is `#[repr(C)]` with its size and every
+//! field a program touches checked against the header's offsets at compile
+//! time (`tests/c_layout.rs` checks them again against the installed headers).
+
+use core::ffi::{c_char, c_int, c_void};
+use core::mem::{offset_of, size_of};
+
+/// Any function pointer in a table a C program calls through; `None` is NULL.
+pub type Slot = Option<unsafe extern "C" fn()>;
+
+/// `enum ibv_node_type`: IBV_NODE_CA.
+pub const IBV_NODE_CA: c_int = 1;
+/// `enum ibv_transport_type`: IBV_TRANSPORT_IB (RoCE is IB transport).
+pub const IBV_TRANSPORT_IB: c_int = 0;
+
+/// `struct ibv_device` (verbs.h:1940).
+#[repr(C)]
+pub struct IbvDevice {
+    pub _ops: [*mut c_void; 2],
+    pub node_type: c_int,
+    pub transport_type: c_int,
+    pub name: [c_char; 64],
+    pub dev_name: [c_char; 64],
+    pub dev_path: [c_char; 256],
+    pub ibdev_path: [c_char; 256],
+}
+
+/// `struct verbs_device` (driver.h:290), as far as providers look: libmlx5's
+/// and libefa's `*dv_*` calls read `ops` just past the `ibv_device` to ask
+/// whether a device is theirs; NULL says it is not.
+#[repr(C)]
+pub struct VerbsDevice {
+    pub device: IbvDevice,
+    pub ops: *const c_void,
+    pub refcount: u32,
+    pub entry: [*mut c_void; 2],
+    pub sysfs: *mut c_void,
+    pub core_support: u64,
+}
+
+/// `struct ibv_context_ops` (verbs.h:1955): 32 slots, most of them the
+/// `_compat_*` entries of libibverbs 1.0; the inline verbs call through the
+/// named ones.
+#[repr(C)]
+pub struct IbvContextOps {
+    pub compat_query_device: Slot,
+    pub compat_query_port: Slot,
+    pub compat_slots_2_to_6: [Slot; 5],
+    pub alloc_mw: Slot,
+    pub bind_mw: Slot,
+    pub dealloc_mw: Slot,
+    pub compat_slot_10: Slot,
+    pub poll_cq: Slot,
+    pub req_notify_cq: Slot,
+    pub compat_slots_13_to_19: [Slot; 7],
+    pub post_srq_recv: Slot,
+    pub compat_slots_21_to_24: [Slot; 4],
+    pub post_send: Slot,
+    pub post_recv: Slot,
+    pub compat_slots_27_to_31: [Slot; 5],
+}
+
+/// `pthread_mutex_t` on x86_64 glibc: 40 bytes, all zero when unlocked
+/// (`PTHREAD_MUTEX_INITIALIZER`).
+#[repr(C, align(8))]
+pub struct PthreadMutex(pub [u8; 40]);
+
+/// `pthread_cond_t` on x86_64 glibc: 48 bytes, zero-initialized.
+#[repr(C, align(8))]
+pub struct PthreadCond(pub [u8; 48]);
+
+/// `struct ibv_context` (verbs.h:2054).
+#[repr(C)]
+pub struct IbvContext {
+    pub device: *mut IbvDevice,
+    pub ops: IbvContextOps,
+    pub cmd_fd: c_int,
+    pub async_fd: c_int,
+    pub num_comp_vectors: c_int,
+    pub mutex: PthreadMutex,
+    pub abi_compat: *mut c_void,
+}
+
+/// `__VERBS_ABI_IS_EXTENDED`: what `abi_compat` holds when a
+/// `verbs_context` surrounds the `ibv_context`.
+pub const VERBS_ABI_IS_EXTENDED: *mut c_void = usize::MAX as *mut c_void;
+
+/// `struct verbs_context` (verbs.h:2095): the extended ops sit *before* the
+/// `ibv_context`, at negative offsets from the pointer programs hold, so
+/// that the struct can grow at the front. The inline verbs use an op only if
+/// `sz` covers it and it is not NULL.
+#[repr(C)]
+pub struct VerbsContext {
+    pub query_port: Slot,
+    pub advise_mr: Slot,
+    pub alloc_null_mr: Slot,
+    pub read_counters: Slot,
+    pub attach_counters_point_flow: Slot,
+    pub create_counters: Slot,
+    pub destroy_counters: Slot,
+    pub reg_dm_mr: Slot,
+    pub alloc_dm: Slot,
+    pub free_dm: Slot,
+    pub modify_flow_action_esp: Slot,
+    pub destroy_flow_action: Slot,
+    pub create_flow_action_esp: Slot,
+    pub modify_qp_rate_limit: Slot,
+    pub alloc_parent_domain: Slot,
+    pub dealloc_td: Slot,
+    pub alloc_td: Slot,
+    pub modify_cq: Slot,
+    pub post_srq_ops: Slot,
+    pub destroy_rwq_ind_table: Slot,
+    pub create_rwq_ind_table: Slot,
+    pub destroy_wq: Slot,
+    pub modify_wq: Slot,
+    pub create_wq: Slot,
+    pub query_rt_values: Slot,
+    pub create_cq_ex: Slot,
+    pub priv_: *mut c_void,
+    pub query_device_ex: Slot,
+    pub ibv_destroy_flow: Slot,
+    pub abi_placeholder2: Slot,
+    pub ibv_create_flow: Slot,
+    pub abi_placeholder1: Slot,
+    pub open_qp: Slot,
+    pub create_qp_ex: Slot,
+    pub get_srq_num: Slot,
+    pub create_srq_ex: Slot,
+    pub open_xrcd: Slot,
+    pub close_xrcd: Slot,
+    pub abi_placeholder3: u64,
+    /// `sizeof(struct verbs_context)` as the library laid it out.
+    pub sz: usize,
+    pub context: IbvContext,
+}
+
+/// `struct ibv_device_attr` (verbs.h:183).
+#[repr(C)]
+pub struct IbvDeviceAttr {
+    pub fw_ver: [c_char; 64],
+    pub node_guid: u64,
+    pub sys_image_guid: u64,
+    pub max_mr_size: u64,
+    pub page_size_cap: u64,
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub hw_ver: u32,
+    pub max_qp: c_int,
+    pub max_qp_wr: c_int,
+    pub device_cap_flags: u32,
+    pub max_sge: c_int,
+    pub max_sge_rd: c_int,
+    pub max_cq: c_int,
+    pub max_cqe: c_int,
+    pub max_mr: c_int,
+    pub max_pd: c_int,
+    pub max_qp_rd_atom: c_int,
+    pub max_ee_rd_atom: c_int,
+    pub max_res_rd_atom: c_int,
+    pub max_qp_init_rd_atom: c_int,
+    pub max_ee_init_rd_atom: c_int,
+    pub atomic_cap: c_int,
+    pub max_ee: c_int,
+    pub max_rdd: c_int,
+    pub max_mw: c_int,
+    pub max_raw_ipv6_qp: c_int,
+    pub max_raw_ethy_qp: c_int,
+    pub max_mcast_grp: c_int,
+    pub max_mcast_qp_attach: c_int,
+    pub max_total_mcast_qp_attach: c_int,
+    pub max_ah: c_int,
+    pub max_fmr: c_int,
+    pub max_map_per_fmr: c_int,
+    pub max_srq: c_int,
+    pub max_srq_wr: c_int,
+    pub max_srq_sge: c_int,
+    pub max_pkeys: u16,
+    pub local_ca_ack_delay: u8,
+    pub phys_port_cnt: u8,
+}
+
+/// `struct ibv_port_attr` (verbs.h:417) as rdma-core 44 has it (52 bytes;
+/// later releases append fields, which is why callers pass its size).
+#[repr(C)]
+pub struct IbvPortAttr {
+    pub state: c_int,
+    pub max_mtu: c_int,
+    pub active_mtu: c_int,
+    pub gid_tbl_len: c_int,
+    pub port_cap_flags: u32,
+    pub max_msg_sz: u32,
+    pub bad_pkey_cntr: u32,
+    pub qkey_viol_cntr: u32,
+    pub pkey_tbl_len: u16,
+    pub lid: u16,
+    pub sm_lid: u16,
+    pub lmc: u8,
+    pub max_vl_num: u8,
+    pub sm_sl: u8,
+    pub subnet_timeout: u8,
+    pub init_type_reply: u8,
+    pub active_width: u8,
+    pub active_speed: u8,
+    pub phys_state: u8,
+    pub link_layer: u8,
+    pub flags: u8,
+    pub port_cap_flags2: u16,
+}
+
+/// The bytes of `struct ibv_port_attr` the exported `ibv_query_port` writes:
+/// `struct _compat_ibv_port_attr` (verbs.c:197), which ends before
+/// `port_cap_flags2`.
+pub const COMPAT_PORT_ATTR_LEN: usize = 48;
+
+/// `struct ibv_gid_entry` (verbs.h:74).
+#[repr(C)]
+pub struct IbvGidEntry {
+    pub gid: [u8; 16],
+    pub gid_index: u32,
+    pub port_num: u32,
+    pub gid_type: u32,
+    pub ndev_ifindex: u32,
+}
+
+/// `enum ibv_gid_type`: IBV_GID_TYPE_ROCE_V2 (of `ibv_gid_entry`).
+pub const IBV_GID_TYPE_ROCE_V2: u32 = 2;
+/// `enum ibv_gid_type_sysfs`: IBV_GID_TYPE_SYSFS_ROCE_V2 (of `ibv_query_gid_type`, driver.h:131).
+pub const IBV_GID_TYPE_SYSFS_ROCE_V2: c_int = 1;
+/// `enum ibv_port_state`: IBV_PORT_ACTIVE.
+pub const IBV_PORT_ACTIVE: c_int = 4;
+/// `IBV_LINK_LAYER_ETHERNET`.
+pub const IBV_LINK_LAYER_ETHERNET: u8 = 2;
+/// `enum ibv_atomic_cap`: IBV_ATOMIC_HCA.
+pub const IBV_ATOMIC_HCA: c_int = 1;
+
+const _: () = {
+    assert!(size_of::<IbvDevice>() == 664);
+    assert!(offset_of!(IbvDevice, node_type) == 16);
+    assert!(offset_of!(IbvDevice, name) == 24);
+    assert!(offset_of!(IbvDevice, dev_name) == 88);
+    assert!(offset_of!(IbvDevice, dev_path) == 152);
+    assert!(offset_of!(IbvDevice, ibdev_path) == 408);
+    assert!(offset_of!(VerbsDevice, ops) == 664);
+    assert!(size_of::<IbvContextOps>() == 256);
+    assert!(offset_of!(IbvContextOps, alloc_mw) == 56);
+    assert!(offset_of!(IbvContextOps, dealloc_mw) == 72);
+    assert!(offset_of!(IbvContextOps, poll_cq) == 88);
+    assert!(offset_of!(IbvContextOps, req_notify_cq) == 96);
+    assert!(offset_of!(IbvContextOps, post_srq_recv) == 160);
+    assert!(offset_of!(IbvContextOps, post_send) == 200);
+    assert!(offset_of!(IbvContextOps, post_recv) == 208);
+    assert!(size_of::<IbvContext>() == 328);
+    assert!(offset_of!(IbvContext, cmd_fd) == 264);
+    assert!(offset_of!(IbvContext, async_fd) == 268);
+    assert!(offset_of!(IbvContext, num_comp_vectors) == 272);
+    assert!(offset_of!(IbvContext, mutex) == 280);
+    assert!(offset_of!(IbvContext, abi_compat) == 320);
+    assert!(size_of::<VerbsContext>() == 648);
+    assert!(offset_of!(VerbsContext, context) == 320);
+    assert!(offset_of!(VerbsContext, create_cq_ex) == 320 - 120);
+    assert!(offset_of!(VerbsContext, query_device_ex) == 320 - 104);
+    assert!(offset_of!(VerbsContext, create_qp_ex) == 320 - 56);
+    assert!(offset_of!(VerbsContext, sz) == 320 - 8);
+    assert!(size_of::<IbvDeviceAttr>() == 232);
+    assert!(offset_of!(IbvDeviceAttr, atomic_cap) == 164);
+    assert!(offset_of!(IbvDeviceAttr, max_pkeys) == 224);
+    assert!(offset_of!(IbvDeviceAttr, phys_port_cnt) == 227);
+    assert!(size_of::<IbvPortAttr>() == 52);
+    assert!(offset_of!(IbvPortAttr, lid) == 34);
+    assert!(offset_of!(IbvPortAttr, active_width) == 43);
+    assert!(offset_of!(IbvPortAttr, link_layer) == 46);
+    assert!(offset_of!(IbvPortAttr, port_cap_flags2) == 48);
+    assert!(size_of::<IbvGidEntry>() == 32);
+};

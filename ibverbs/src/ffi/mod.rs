@@ -1,0 +1,55 @@
+//! The C side: every symbol of libibverbs.so.1 and librdmacm.so.1 with its
+//! version, the C structures, and the conversions between C pointers and
+//! uroce's handles. All of the crate's `unsafe` is here.
+//!
+//! Conventions kept from rdma-core: a verb returning `int` returns 0 or a
+//! positive errno (unless rdma-core documents -1 and errno for it); a verb
+//! returning a pointer returns NULL and sets errno; no panic crosses into C
+//! ([`guard`] turns one into EIO).
+
+pub mod abi;
+mod device;
+mod strings;
+mod unsupported;
+
+use core::ffi::c_int;
+
+/// Gives the symbol `$name` (a `#[no_mangle]` item of this crate) the version
+/// node `$node` as its default version (`name@@NODE`), as rdma-core's
+/// symbol map does. The nodes are declared in `abi/versions.map`.
+macro_rules! symver {
+    ($name:ident, $node:literal) => {
+        core::arch::global_asm!(concat!(".symver ", stringify!($name), ", ", stringify!($name), "@@", $node));
+    };
+}
+pub(crate) use symver;
+
+/// Sets the calling thread's errno.
+pub fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns the calling thread's errno slot,
+    // valid for the thread's lifetime.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// Runs `f`, turning a panic into `on_panic` (with errno EIO) instead of
+/// unwinding into C, which would be undefined behaviour (and aborts).
+pub fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(v) => v,
+        Err(_) => {
+            set_errno(libc::EIO);
+            on_panic
+        }
+    }
+}
+
+/// Copies `s` into the C char array `dst`, truncated, always NUL-terminated.
+pub fn copy_c_string(dst: &mut [core::ffi::c_char], s: &str) {
+    let n = s.len().min(dst.len().saturating_sub(1));
+    for (d, b) in dst.iter_mut().zip(s.bytes().take(n)) {
+        *d = b as core::ffi::c_char;
+    }
+    if let Some(end) = dst.get_mut(n) {
+        *end = 0;
+    }
+}

@@ -1,0 +1,83 @@
+//! The drop-in's C structures against rdma-core's installed headers: a C
+//! program compiled with gcc against `<infiniband/verbs.h>` prints the size
+//! of each structure and the offset of each field uroce lays out, and they
+//! must equal the Rust side's. (src/ffi/abi.rs asserts the same numbers at
+//! compile time; this catches a header that disagrees with them.)
+
+use std::fmt::Write as _;
+use std::mem::{offset_of, size_of};
+use std::process::Command;
+use uroce_ibverbs::ffi::abi::*;
+
+/// For each (C struct, Rust type, fields named alike in both): the C lines
+/// that print them and the lines the Rust side expects.
+macro_rules! layouts {
+    ($( $c:literal => $rust:ty { $($field:ident $(= $cfield:literal)?),* } )*) => {{
+        let mut c = String::new();
+        let mut want = String::new();
+        $(
+            writeln!(c, r#"printf("{} size %zu\n", sizeof(struct {}));"#, $c, $c).unwrap();
+            writeln!(want, "{} size {}", $c, size_of::<$rust>()).unwrap();
+            $(
+                let cfield = layouts!(@name $field $($cfield)?);
+                writeln!(c, r#"printf("{}.{} %zu\n", offsetof(struct {}, {}));"#, $c, cfield, $c, cfield).unwrap();
+                writeln!(want, "{}.{} {}", $c, cfield, offset_of!($rust, $field)).unwrap();
+            )*
+        )*
+        (c, want)
+    }};
+    (@name $field:ident) => { stringify!($field) };
+    (@name $field:ident $cfield:literal) => { $cfield };
+}
+
+#[test]
+fn the_structures_match_rdma_cores_headers() {
+    let header = std::path::Path::new("/usr/include/infiniband/verbs.h");
+    let gcc = Command::new("gcc").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !header.exists() || !gcc {
+        println!("SKIP: needs gcc and rdma-core's headers (libibverbs-dev; bash scripts/install-deps as root)");
+        return;
+    }
+    let (body, want) = layouts! {
+        "ibv_device" => IbvDevice { node_type, transport_type, name, dev_name, dev_path, ibdev_path }
+        "ibv_context_ops" => IbvContextOps {
+            compat_query_device = "_compat_query_device", compat_query_port = "_compat_query_port",
+            alloc_mw, bind_mw, dealloc_mw, poll_cq, req_notify_cq, post_srq_recv, post_send, post_recv
+        }
+        "ibv_context" => IbvContext { device, ops, cmd_fd, async_fd, num_comp_vectors, mutex, abi_compat }
+        "verbs_context" => VerbsContext {
+            query_port, advise_mr, alloc_null_mr, read_counters, reg_dm_mr, alloc_dm, free_dm, alloc_parent_domain,
+            alloc_td, modify_cq, create_wq, create_cq_ex, priv_ = "priv", query_device_ex, open_qp, create_qp_ex,
+            get_srq_num, create_srq_ex, open_xrcd, close_xrcd, sz, context
+        }
+        "ibv_device_attr" => IbvDeviceAttr {
+            fw_ver, node_guid, sys_image_guid, max_mr_size, page_size_cap, vendor_id, vendor_part_id, hw_ver, max_qp,
+            max_qp_wr, device_cap_flags, max_sge, max_sge_rd, max_cq, max_cqe, max_mr, max_pd, max_qp_rd_atom,
+            max_ee_rd_atom, max_res_rd_atom, max_qp_init_rd_atom, max_ee_init_rd_atom, atomic_cap, max_ee, max_rdd,
+            max_mw, max_raw_ipv6_qp, max_raw_ethy_qp, max_mcast_grp, max_mcast_qp_attach, max_total_mcast_qp_attach,
+            max_ah, max_fmr, max_map_per_fmr, max_srq, max_srq_wr, max_srq_sge, max_pkeys, local_ca_ack_delay,
+            phys_port_cnt
+        }
+        "ibv_port_attr" => IbvPortAttr {
+            state, max_mtu, active_mtu, gid_tbl_len, port_cap_flags, max_msg_sz, bad_pkey_cntr, qkey_viol_cntr,
+            pkey_tbl_len, lid, sm_lid, lmc, max_vl_num, sm_sl, subnet_timeout, init_type_reply, active_width,
+            active_speed, phys_state, link_layer, flags, port_cap_flags2
+        }
+        "ibv_gid_entry" => IbvGidEntry { gid, gid_index, port_num, gid_type, ndev_ifindex }
+    };
+    let dir = std::env::temp_dir().join(format!("uroce-c-layout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("layout.c");
+    let exe = dir.join("layout");
+    let program = format!(
+        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {{\n{body}return 0;\n}}\n"
+    );
+    std::fs::write(&src, program).unwrap();
+    let cc = Command::new("gcc").arg("-o").arg(&exe).arg(&src).output().expect("gcc");
+    assert!(cc.status.success(), "gcc: {}", String::from_utf8_lossy(&cc.stderr));
+    let run = Command::new(&exe).output().expect("run the layout program");
+    let _ = std::fs::remove_dir_all(&dir);
+    let got = String::from_utf8_lossy(&run.stdout);
+    let diff: Vec<(&str, &str)> = got.lines().zip(want.lines()).filter(|(g, w)| g != w).collect();
+    assert!(diff.is_empty() && got.lines().count() == want.lines().count(), "C (header) vs Rust: {diff:#?}");
+}

@@ -1,0 +1,165 @@
+//! The drop-in library as unmodified programs see it: its exported symbols
+//! and versions are rdma-core 44's (objdump -T against abi/symbols.txt), and
+//! Debian's own `ibv_devices` and `ibv_devinfo -v` run over it and show a
+//! uroce device as rxe's are shown. A tool that is missing (not root, so
+//! scripts/install-deps could not install it) makes its test say SKIP and why.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use uroce_stack::testnet::TestNet;
+
+/// The cdylib cargo built beside this test (in `deps/`), or beside that.
+fn built_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let deps = exe.parent().expect("deps/");
+    [deps, deps.parent().unwrap_or(deps)]
+        .iter()
+        .map(|d| d.join("liburoce_ibverbs.so"))
+        .find(|p| p.exists())
+        .expect("cargo builds liburoce_ibverbs.so with the tests")
+}
+
+/// A directory holding the library under the names programs load.
+fn install_dir() -> tempdir::Dir {
+    let dir = tempdir::Dir::new("uroce-dropin");
+    std::fs::copy(built_library(), dir.path().join("libibverbs.so.1")).expect("copy the library");
+    for link in ["librdmacm.so.1", "libibverbs.so"] {
+        std::os::unix::fs::symlink("libibverbs.so.1", dir.path().join(link)).expect("symlink");
+    }
+    dir
+}
+
+fn have(tool: &str) -> bool {
+    let found =
+        Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().is_ok_and(|o| o.status.success());
+    if !found {
+        println!("SKIP: {tool} is not installed (bash scripts/install-deps as root installs it)");
+    }
+    found
+}
+
+/// Runs `program args` over the drop-in with `UROCE_DEVICES=devices`.
+fn run_over_dropin(dir: &Path, devices: &str, program: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(program)
+        .args(args)
+        .env("LD_LIBRARY_PATH", dir)
+        .env("UROCE_DEVICES", devices)
+        .output()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn the_library_exports_rdma_cores_symbols_and_versions() {
+    if !have("objdump") {
+        return;
+    }
+    let out = Command::new("objdump").arg("-T").arg(built_library()).output().expect("objdump");
+    let table = String::from_utf8_lossy(&out.stdout);
+    let mut got: Vec<String> = table
+        .lines()
+        .filter(|l| !l.contains("*UND*"))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (version, name) = (f.get(f.len().wrapping_sub(2))?, f.last()?);
+            let ours = |s: &str| s.starts_with("IBVERBS_") || s.starts_with("RDMACM_");
+            (f.len() >= 3 && ours(version) && !ours(name)).then(|| format!("{name}@{version}"))
+        })
+        .collect();
+    got.sort();
+    let list = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("abi/symbols.txt")).unwrap();
+    let mut want: Vec<String> =
+        list.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).map(String::from).collect();
+    want.sort();
+    let missing: Vec<&String> = want.iter().filter(|w| !got.contains(w)).collect();
+    let extra: Vec<&String> = got.iter().filter(|g| !want.contains(g)).collect();
+    assert!(missing.is_empty() && extra.is_empty(), "missing {missing:?}, not rdma-core's {extra:?}");
+    let other = table.lines().filter(|l| l.contains(" g ") && !l.contains("IBVERBS_") && !l.contains("RDMACM_"));
+    assert_eq!(other.count(), 0, "only rdma-core's symbols are exported:\n{table}");
+}
+
+#[test]
+fn ibv_devices_lists_the_configured_devices() {
+    if !have("ibv_devices") {
+        return;
+    }
+    let net = TestNet::new();
+    let dir = install_dir();
+    let devices = format!("uroce0=udp:{} lab1=udp:{}", net.ip(1), net.ip(2));
+    let (ok, text) = run_over_dropin(dir.path(), &devices, "ibv_devices", &[]);
+    assert!(ok, "{text}");
+    let guid = |ip: std::net::Ipv4Addr| {
+        let o = ip.octets();
+        format!("0000{:02x}fffe{:02x}{:02x}{:02x}", o[0], o[1], o[2], o[3])
+    };
+    for (name, ip) in [("uroce0", net.ip(1)), ("lab1", net.ip(2))] {
+        let line = text.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap_or_else(|| panic!("{text}"));
+        assert!(line.ends_with(&guid(ip)), "{name}'s GUID from its address {ip}: {text}");
+    }
+}
+
+#[test]
+fn ibv_devinfo_shows_the_device_as_rxe_is_shown() {
+    if !have("ibv_devinfo") {
+        return;
+    }
+    let net = TestNet::new();
+    let dir = install_dir();
+    let (ok, text) = run_over_dropin(dir.path(), &format!("udp:{}", net.ip(1)), "ibv_devinfo", &["-v"]);
+    assert!(ok, "{text}");
+    for want in [
+        "hca_id:\turoce0",
+        "transport:\t\t\tInfiniBand (0)",
+        "vendor_id:\t\t\t0xffffff",
+        "phys_port_cnt:\t\t\t1",
+        "atomic_cap:\t\t\tATOMIC_HCA (1)",
+        "state:\t\t\tPORT_ACTIVE (4)",
+        "active_mtu:\t\t4096 (5)",
+        "link_layer:\t\tEthernet",
+        &format!("GID[  1]:\t\t::ffff:{}, RoCE v2", net.ip(1)),
+    ] {
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+    assert!(text.contains("GID[  0]:\t\tfe80::"), "the link-local GID 0, as rxe's:\n{text}");
+}
+
+#[test]
+fn a_bad_device_list_says_what_to_do() {
+    if !have("ibv_devices") {
+        return;
+    }
+    let dir = install_dir();
+    let (ok, text) = run_over_dropin(dir.path(), "bad/name=udp:127.0.0.1", "ibv_devices", &[]);
+    assert!(!ok, "{text}");
+    assert!(text.contains("UROCE_DEVICES") && text.contains("letters, digits and _"), "{text}");
+}
+
+/// A directory removed when dropped (std has none; this crate adds no
+/// dependency for one).
+mod tempdir {
+    use std::path::{Path, PathBuf};
+
+    pub struct Dir(PathBuf);
+
+    impl Dir {
+        pub fn new(prefix: &str) -> Dir {
+            use std::sync::atomic::{AtomicU32, Ordering};
+            static N: AtomicU32 = AtomicU32::new(0);
+            let n = N.fetch_add(1, Ordering::Relaxed);
+            let path = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
+            std::fs::create_dir_all(&path).expect("create a temporary directory");
+            Dir(path)
+        }
+
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
