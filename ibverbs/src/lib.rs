@@ -9,7 +9,8 @@
 //! over [`uroce_verbs`].
 //!
 //! What works today: devices (from [`devices::DEVICES_ENV`]), opening and
-//! closing them, and every query `ibv_devices` and `ibv_devinfo -v` make.
+//! closing them, every query `ibv_devices` and `ibv_devinfo -v` make, PDs,
+//! MRs on the program's own memory, CQs (polled without a channel).
 //! Every other verb exists (programs are linked with BIND_NOW, so all must)
 //! and answers EOPNOTSUPP (or NULL with errno EOPNOTSUPP), as rdma-core does
 //! for what a device lacks; the README lists them.

@@ -91,6 +91,25 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl Error {
+    /// The errno rdma-core (and the kernel rxe under it) gives for the same
+    /// refusal: what the drop-in libibverbs returns to C.
+    pub fn errno(&self) -> i32 {
+        use nix::errno::Errno;
+        let e = match self {
+            Error::Engine { err: engine::Error::QueueFull { .. }, .. } => Errno::ENOMEM,
+            Error::Engine { err: engine::Error::GsiQpExists, .. } => Errno::EEXIST,
+            Error::Engine { .. } => Errno::EINVAL,
+            Error::Device(_) => Errno::ENODEV,
+            Error::NoSuchGid { .. } | Error::GidNotSendable { .. } | Error::InvalidValue { .. } => Errno::EINVAL,
+            Error::Timeout { .. } => Errno::ETIMEDOUT,
+            Error::Os { err, .. } => return err.raw_os_error().unwrap_or(Errno::EIO as i32),
+            Error::Cm { errno, .. } => return *errno,
+        };
+        e as i32
+    }
+}
+
+impl Error {
     pub(crate) fn engine(verb: &'static str) -> impl Fn(engine::Error) -> Error {
         move |err| Error::Engine { verb, err }
     }

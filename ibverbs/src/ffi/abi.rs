@@ -236,6 +236,66 @@ pub const IBV_LINK_LAYER_ETHERNET: u8 = 2;
 /// `enum ibv_atomic_cap`: IBV_ATOMIC_HCA.
 pub const IBV_ATOMIC_HCA: c_int = 1;
 
+/// `struct ibv_pd` (verbs.h:623).
+#[repr(C)]
+pub struct IbvPd {
+    pub context: *mut IbvContext,
+    pub handle: u32,
+}
+
+/// `struct ibv_mr` (verbs.h:661).
+#[repr(C)]
+pub struct IbvMr {
+    pub context: *mut IbvContext,
+    pub pd: *mut IbvPd,
+    pub addr: *mut c_void,
+    pub length: usize,
+    pub handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// `struct ibv_comp_channel` (verbs.h:1480).
+#[repr(C)]
+pub struct IbvCompChannel {
+    pub context: *mut IbvContext,
+    pub fd: c_int,
+    pub refcnt: c_int,
+}
+
+/// `struct ibv_cq` (verbs.h:1482).
+#[repr(C)]
+pub struct IbvCq {
+    pub context: *mut IbvContext,
+    pub channel: *mut IbvCompChannel,
+    pub cq_context: *mut c_void,
+    pub handle: u32,
+    pub cqe: c_int,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+}
+
+/// `struct ibv_wc` (verbs.h:573).
+#[repr(C)]
+pub struct IbvWc {
+    pub wr_id: u64,
+    pub status: u32,
+    pub opcode: u32,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    /// `imm_data` (network order) or `invalidated_rkey`.
+    pub imm_data: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    pub wc_flags: u32,
+    pub pkey_index: u16,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
+}
+
 const _: () = {
     assert!(size_of::<IbvDevice>() == 664);
     assert!(offset_of!(IbvDevice, node_type) == 16);
@@ -274,4 +334,17 @@ const _: () = {
     assert!(offset_of!(IbvPortAttr, link_layer) == 46);
     assert!(offset_of!(IbvPortAttr, port_cap_flags2) == 48);
     assert!(size_of::<IbvGidEntry>() == 32);
+    assert!(size_of::<IbvPd>() == 16);
+    assert!(size_of::<IbvMr>() == 48);
+    assert!(offset_of!(IbvMr, lkey) == 36);
+    assert!(offset_of!(IbvMr, rkey) == 40);
+    assert!(size_of::<IbvCompChannel>() == 16);
+    assert!(offset_of!(IbvCompChannel, fd) == 8);
+    assert!(size_of::<IbvCq>() == 128);
+    assert!(offset_of!(IbvCq, cqe) == 28);
+    assert!(offset_of!(IbvCq, cond) == 72);
+    assert!(offset_of!(IbvCq, comp_events_completed) == 120);
+    assert!(size_of::<IbvWc>() == 48);
+    assert!(offset_of!(IbvWc, wc_flags) == 36);
+    assert!(offset_of!(IbvWc, sl) == 44);
 };

@@ -3,14 +3,14 @@
 //! P_Keys (what `ibv_devices` and `ibv_devinfo -v` call).
 
 use super::abi::*;
+use super::handles::Live;
 use super::{copy_c_string, guard, set_errno, symver};
 use crate::devices::{configured, DeviceEntry, DEVICES_ENV};
 use crate::explain::explain;
 use core::ffi::{c_char, c_int, c_uint, CStr};
 use core::mem::offset_of;
 use core::ptr;
-use std::collections::HashSet;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use uroce_verbs::{Context, Device, OpenOptions, Progress};
 
 /// A device as C sees it (a `verbs_device`), with what uroce knows of it.
@@ -131,24 +131,19 @@ pub struct UroceContext {
     pub device: &'static UroceDevice,
 }
 
-/// The contexts open now, by the address of their `ibv_context`: a pointer
-/// that is not among them is refused instead of followed.
-fn live_contexts() -> &'static Mutex<HashSet<usize>> {
-    static LIVE: OnceLock<Mutex<HashSet<usize>>> = OnceLock::new();
-    LIVE.get_or_init(Default::default)
-}
+/// The contexts open now.
+static CONTEXTS: Live = Live::new();
 
 const CONTEXT_OFFSET: usize = offset_of!(UroceContext, verbs) + offset_of!(VerbsContext, context);
 
+/// The box a context pointer C holds would be the inner context of.
+fn boxed(ctx: *const IbvContext) -> *mut UroceContext {
+    ctx.cast::<u8>().wrapping_sub(CONTEXT_OFFSET).cast::<UroceContext>().cast_mut()
+}
+
 /// The uroce context behind `ctx`, if `ctx` is an open context of ours.
 pub fn context_of(ctx: *const IbvContext) -> Option<&'static UroceContext> {
-    let live = live_contexts().lock().unwrap_or_else(|p| p.into_inner());
-    if ctx.is_null() || !live.contains(&(ctx as usize)) {
-        return None;
-    }
-    // SAFETY: ctx is the inner ibv_context of a live, boxed UroceContext
-    // (checked above), which stays allocated until ibv_close_device.
-    Some(unsafe { &*ctx.cast::<u8>().sub(CONTEXT_OFFSET).cast::<UroceContext>() })
+    CONTEXTS.get(boxed(ctx))
 }
 
 /// How the drop-in's contexts move packets: a background thread per device,
@@ -180,12 +175,9 @@ pub extern "C" fn ibv_open_device(dev: *mut IbvDevice) -> *mut IbvContext {
             use std::os::fd::AsRawFd;
             ctx.async_fd().as_raw_fd()
         };
-        let boxed = Box::new(UroceContext { verbs: new_verbs_context(dev, async_fd), ctx, device: d });
-        let raw = Box::into_raw(boxed);
-        // SAFETY: raw is a valid, uniquely owned UroceContext until ibv_close_device.
-        let inner = unsafe { ptr::addr_of_mut!((*raw).verbs.context) };
-        live_contexts().lock().unwrap_or_else(|p| p.into_inner()).insert(inner as usize);
-        inner
+        let raw = CONTEXTS.adopt(Box::new(UroceContext { verbs: new_verbs_context(dev, async_fd), ctx, device: d }));
+        // The context's place in memory never changes: the box is C's until closed.
+        raw.cast::<u8>().wrapping_add(CONTEXT_OFFSET).cast::<IbvContext>()
     })
 }
 symver!(ibv_open_device, "IBVERBS_1.1");
@@ -219,16 +211,12 @@ type QueryDeviceFn = extern "C" fn(*mut IbvContext, *mut IbvDeviceAttr) -> c_int
 
 #[no_mangle]
 pub extern "C" fn ibv_close_device(ctx: *mut IbvContext) -> c_int {
-    guard(libc::EIO, || {
-        let mut live = live_contexts().lock().unwrap_or_else(|p| p.into_inner());
-        if ctx.is_null() || !live.remove(&(ctx as usize)) {
-            return libc::EINVAL;
+    guard(libc::EIO, || match CONTEXTS.release(boxed(ctx), |_| Ok(())) {
+        Ok(context) => {
+            drop(context);
+            0
         }
-        drop(live);
-        // SAFETY: ctx was live, so it is the inner context of a Box made by
-        // ibv_open_device, now removed from the live set: this is its one free.
-        drop(unsafe { Box::from_raw(ctx.cast::<u8>().sub(CONTEXT_OFFSET).cast::<UroceContext>()) });
-        0
+        Err(e) => e,
     })
 }
 symver!(ibv_close_device, "IBVERBS_1.1");

@@ -8,7 +8,10 @@
 //! ([`guard`] turns one into EIO).
 
 pub mod abi;
+mod cq;
 mod device;
+mod handles;
+mod memory;
 mod strings;
 mod unsupported;
 

@@ -9,7 +9,7 @@
 //! the arguments its caller passed, and the caller cleans up (so variadic
 //! callers of `__verbs_log` are fine too); only the return type matters.
 
-use super::abi::IbvContextOps;
+use super::abi::{IbvContextOps, IbvCq, IbvWc};
 use super::{set_errno, symver};
 use core::ffi::{c_int, c_void};
 
@@ -57,10 +57,7 @@ macro_rules! does_nothing {
 returns_errno! {
     ibv_destroy_comp_channel @ "IBVERBS_1.0",
     ibv_attach_mcast @ "IBVERBS_1.1",
-    ibv_dealloc_pd @ "IBVERBS_1.1",
-    ibv_dereg_mr @ "IBVERBS_1.1",
     ibv_destroy_ah @ "IBVERBS_1.1",
-    ibv_destroy_cq @ "IBVERBS_1.1",
     ibv_destroy_qp @ "IBVERBS_1.1",
     ibv_destroy_srq @ "IBVERBS_1.1",
     ibv_detach_mcast @ "IBVERBS_1.1",
@@ -78,16 +75,11 @@ returns_errno! {
 
 returns_null! {
     ibv_create_comp_channel @ "IBVERBS_1.0",
-    ibv_alloc_pd @ "IBVERBS_1.1",
     ibv_create_ah @ "IBVERBS_1.1",
     ibv_create_ah_from_wc @ "IBVERBS_1.1",
-    ibv_create_cq @ "IBVERBS_1.1",
     ibv_create_qp @ "IBVERBS_1.1",
     ibv_create_srq @ "IBVERBS_1.1",
-    ibv_reg_mr @ "IBVERBS_1.1",
     ibv_qp_to_qp_ex @ "IBVERBS_1.6",
-    ibv_reg_mr_iova @ "IBVERBS_1.7",
-    ibv_reg_mr_iova2 @ "IBVERBS_1.8",
     ibv_import_device @ "IBVERBS_1.10",
     ibv_import_mr @ "IBVERBS_1.10",
     ibv_import_pd @ "IBVERBS_1.10",
@@ -322,11 +314,6 @@ extern "C" fn post_unsupported(_queue: *mut c_void, wr: *mut c_void, bad_wr: *mu
     libc::EOPNOTSUPP
 }
 
-/// `ibv_poll_cq` on a CQ that cannot exist yet: a negative count is an error.
-extern "C" fn poll_cq_unsupported() -> c_int {
-    -libc::EOPNOTSUPP
-}
-
 extern "C" fn errno_unsupported() -> c_int {
     libc::EOPNOTSUPP
 }
@@ -337,12 +324,14 @@ extern "C" fn null_unsupported() -> *mut c_void {
 }
 
 type PostFn = extern "C" fn(*mut c_void, *mut c_void, *mut *mut c_void) -> c_int;
+type PollFn = extern "C" fn(*mut IbvCq, c_int, *mut IbvWc) -> c_int;
+type NotifyFn = extern "C" fn(*mut IbvCq, c_int) -> c_int;
 type IntFn = extern "C" fn() -> c_int;
 type PtrFn = extern "C" fn() -> *mut c_void;
 
 /// The inline verbs call through these slots of `ibv_context.ops`: none may
-/// be NULL (a call through NULL is a crash), so until they are served each
-/// answers EOPNOTSUPP.
+/// be NULL (a call through NULL is a crash), so those not served yet answer
+/// EOPNOTSUPP.
 pub fn fill_context_ops(ops: &mut IbvContextOps) {
     // SAFETY: a function pointer turned into the generic slot type; C calls
     // it with the slot's arguments, of which it reads a prefix.
@@ -354,8 +343,11 @@ pub fn fill_context_ops(ops: &mut IbvContextOps) {
     ops.post_send = slot(post_unsupported);
     ops.post_recv = slot(post_unsupported);
     ops.post_srq_recv = slot(post_unsupported);
-    ops.poll_cq = int(poll_cq_unsupported);
-    ops.req_notify_cq = int(errno_unsupported);
+    // SAFETY: as above; the slot's signature is the function's.
+    ops.poll_cq = Some(unsafe { core::mem::transmute::<PollFn, unsafe extern "C" fn()>(super::cq::poll_cq) });
+    // SAFETY: as above.
+    ops.req_notify_cq =
+        Some(unsafe { core::mem::transmute::<NotifyFn, unsafe extern "C" fn()>(super::cq::req_notify_cq) });
     ops.alloc_mw = ptr(null_unsupported);
     ops.dealloc_mw = int(errno_unsupported);
     ops.bind_mw = int(errno_unsupported);

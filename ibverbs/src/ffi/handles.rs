@@ -1,0 +1,52 @@
+//! The objects C holds pointers to, boxed with the uroce handle behind them
+//! (the C struct first, so the pointer C holds is the box's), and the set of
+//! those alive: a pointer that is not among them is refused with EINVAL
+//! instead of followed, and none is freed twice.
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, MutexGuard};
+
+/// The addresses of the live objects of one kind.
+pub struct Live(Mutex<BTreeSet<usize>>);
+
+impl Live {
+    pub const fn new() -> Live {
+        Live(Mutex::new(BTreeSet::new()))
+    }
+
+    fn set(&self) -> MutexGuard<'_, BTreeSet<usize>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Leaks `object` into the set and returns the pointer C will hold.
+    pub fn adopt<T>(&self, object: Box<T>) -> *mut T {
+        let raw = Box::into_raw(object);
+        self.set().insert(raw as usize);
+        raw
+    }
+
+    /// The object at `ptr`, if it is alive.
+    pub fn get<T>(&self, ptr: *const T) -> Option<&'static T> {
+        if ptr.is_null() || !self.set().contains(&(ptr as usize)) {
+            return None;
+        }
+        // SAFETY: ptr was made by `adopt` from a Box<T> of this set's kind
+        // and has not been released (it is in the set); it stays allocated
+        // until `release`, which C calls only when it no longer uses it.
+        Some(unsafe { &*ptr })
+    }
+
+    /// Takes the object at `ptr` back out of the set, if it is alive and
+    /// `may_release` says so (e.g. no QP still uses this CQ).
+    pub fn release<T>(&self, ptr: *mut T, may_release: impl FnOnce(&T) -> Result<(), i32>) -> Result<Box<T>, i32> {
+        let mut set = self.set();
+        if ptr.is_null() || !set.contains(&(ptr as usize)) {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: as in `get`; the set's lock is held, so no release races this one.
+        may_release(unsafe { &*ptr })?;
+        set.remove(&(ptr as usize));
+        // SAFETY: made by `adopt` from a Box<T>, now out of the set: this is its one release.
+        Ok(unsafe { Box::from_raw(ptr) })
+    }
+}

@@ -1,0 +1,61 @@
+//! The project's own C programs (`tests/c/*.c`), compiled with gcc against
+//! rdma-core's installed headers, linked against the drop-in library as
+//! `-libverbs` and run over it: each checks results and errno of the verbs
+//! it calls, the bad inputs included, and prints `ok`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use uroce_stack::testnet::TestNet;
+
+/// The cdylib cargo built beside this test (in `deps/`), or beside that.
+fn built_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let deps = exe.parent().expect("deps/");
+    [deps, deps.parent().unwrap_or(deps)]
+        .iter()
+        .map(|d| d.join("liburoce_ibverbs.so"))
+        .find(|p| p.exists())
+        .expect("cargo builds liburoce_ibverbs.so with the tests")
+}
+
+/// Compiles `tests/c/NAME.c` against the drop-in and runs it with one
+/// device on a loopback address of its own; its output.
+fn run_c_program(name: &str) -> Option<String> {
+    let gcc = Command::new("gcc").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !gcc || !Path::new("/usr/include/infiniband/verbs.h").exists() {
+        println!("SKIP: needs gcc and rdma-core's headers (libibverbs-dev; bash scripts/install-deps as root)");
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!("uroce-c-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(built_library(), dir.join("libibverbs.so.1")).unwrap();
+    std::os::unix::fs::symlink("libibverbs.so.1", dir.join("libibverbs.so")).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(format!("{name}.c"));
+    let exe = dir.join(name);
+    let cc = Command::new("gcc")
+        .args(["-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg(format!("-L{}", dir.display()))
+        .arg("-libverbs")
+        .output()
+        .expect("gcc");
+    assert!(cc.status.success(), "gcc {name}.c: {}", String::from_utf8_lossy(&cc.stderr));
+    let net = TestNet::new();
+    let run = Command::new(&exe)
+        .env("LD_LIBRARY_PATH", &dir)
+        .env("UROCE_DEVICES", net.udp(1))
+        .output()
+        .expect("run the C program");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{name}: {text}");
+    Some(text)
+}
+
+#[test]
+fn pds_mrs_and_cqs_answer_as_rdma_core() {
+    if let Some(out) = run_c_program("pd_mr_cq") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
