@@ -3,20 +3,11 @@
 //! `-libverbs` and run over it: each checks results and errno of the verbs
 //! it calls, the bad inputs included, and prints `ok`.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::built_library;
+use std::path::Path;
 use std::process::Command;
 use uroce_stack::testnet::TestNet;
-
-/// The cdylib cargo built beside this test (in `deps/`), or beside that.
-fn built_library() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let deps = exe.parent().expect("deps/");
-    [deps, deps.parent().unwrap_or(deps)]
-        .iter()
-        .map(|d| d.join("liburoce_ibverbs.so"))
-        .find(|p| p.exists())
-        .expect("cargo builds liburoce_ibverbs.so with the tests")
-}
 
 /// Compiles `tests/c/NAME.c` against the drop-in and runs it with one
 /// device on a loopback address of its own; its output.

@@ -4,20 +4,11 @@
 //! uroce device as rxe's are shown. A tool that is missing (not root, so
 //! scripts/install-deps could not install it) makes its test say SKIP and why.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::built_library;
+use std::path::Path;
 use std::process::Command;
 use uroce_stack::testnet::TestNet;
-
-/// The cdylib cargo built beside this test (in `deps/`), or beside that.
-fn built_library() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let deps = exe.parent().expect("deps/");
-    [deps, deps.parent().unwrap_or(deps)]
-        .iter()
-        .map(|d| d.join("liburoce_ibverbs.so"))
-        .find(|p| p.exists())
-        .expect("cargo builds liburoce_ibverbs.so with the tests")
-}
 
 /// A directory holding the library under the names programs load.
 fn install_dir() -> tempdir::Dir {

@@ -4,13 +4,13 @@
 
 use super::abi::{IbvCompChannel, IbvContext, IbvCq, IbvWc};
 use super::device::context_of;
-use super::handles::Live;
+use super::handles::{unused, Live};
 use super::{guard, set_errno, symver};
 use crate::explain::explain;
 use core::ffi::{c_int, c_void};
 use core::ptr;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use uroce_verbs::{Cq, WcFlags, WcOpcode, WcStatus, WorkCompletion};
+use uroce_verbs::{Cq, WorkCompletion};
 
 /// A CQ as C holds it.
 #[repr(C)]
@@ -71,13 +71,7 @@ symver!(ibv_create_cq, "IBVERBS_1.1");
 #[no_mangle]
 pub extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     guard(libc::EIO, || {
-        let busy = |c: &UroceCq| match c.users.load(Ordering::Acquire) {
-            0 => Ok(()),
-            n => {
-                explain("ibv_destroy_cq", &format!("{n} QPs still use the CQ: destroy them first"));
-                Err(libc::EBUSY)
-            }
-        };
+        let busy = |c: &UroceCq| unused(&c.users, "ibv_destroy_cq", "QPs");
         CQS.release(cq.cast::<UroceCq>(), busy).map_or_else(|e| e, |_| 0)
     })
 }
@@ -112,19 +106,7 @@ pub extern "C" fn poll_cq(cq: *mut IbvCq, n: c_int, out: *mut IbvWc) -> c_int {
             return -libc::EINVAL;
         }
         // A few at a time through a buffer on the stack: no allocation per poll.
-        let blank = WorkCompletion {
-            wr_id: 0,
-            status: WcStatus::Success,
-            opcode: WcOpcode::Send,
-            vendor_err: 0,
-            byte_len: 0,
-            imm_data: 0,
-            qp_num: 0,
-            src_qp: 0,
-            wc_flags: WcFlags::EMPTY,
-            pkey_index: 0,
-        };
-        let mut buf = [blank; 16];
+        let mut buf = [WorkCompletion::default(); 16];
         let mut done = 0usize;
         while done < n as usize {
             let want = (n as usize - done).min(buf.len());

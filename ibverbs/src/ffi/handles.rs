@@ -3,8 +3,22 @@
 //! those alive: a pointer that is not among them is refused with EINVAL
 //! instead of followed, and none is freed twice.
 
+use crate::explain::explain;
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
+
+/// Whether an object that `users` other objects still use may go: EBUSY
+/// (as the kernel answers) while any does. `what` names the users.
+pub fn unused(users: &AtomicUsize, verb: &str, what: &str) -> Result<(), i32> {
+    match users.load(Ordering::Acquire) {
+        0 => Ok(()),
+        n => {
+            explain(verb, &format!("{n} {what} still use it: destroy them first"));
+            Err(libc::EBUSY)
+        }
+    }
+}
 
 /// The addresses of the live objects of one kind.
 pub struct Live(Mutex<BTreeSet<usize>>);

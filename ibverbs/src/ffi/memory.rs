@@ -5,7 +5,7 @@
 
 use super::abi::{IbvContext, IbvMr, IbvPd};
 use super::device::context_of;
-use super::handles::Live;
+use super::handles::{unused, Live};
 use super::{guard, set_errno, symver};
 use crate::explain::explain;
 use core::ffi::{c_int, c_uint, c_void};
@@ -57,13 +57,7 @@ symver!(ibv_alloc_pd, "IBVERBS_1.1");
 #[no_mangle]
 pub extern "C" fn ibv_dealloc_pd(pd: *mut IbvPd) -> c_int {
     guard(libc::EIO, || {
-        let busy = |p: &UrocePd| match p.users.load(Ordering::Acquire) {
-            0 => Ok(()),
-            n => {
-                explain("ibv_dealloc_pd", &format!("{n} MRs or QPs still use the PD: destroy them first"));
-                Err(libc::EBUSY)
-            }
-        };
+        let busy = |p: &UrocePd| unused(&p.users, "ibv_dealloc_pd", "MRs or QPs");
         PDS.release(pd.cast::<UrocePd>(), busy).map_or_else(|e| e, |_| 0)
     })
 }

@@ -3,14 +3,14 @@
 //! server of send_bw, and who prints which report.
 
 use super::clock::{Clock, Phases, State};
-use super::completions::{blank_wc, recv_error, send_error};
+use super::completions::{recv_error, send_error};
 use super::exchange::BwReport;
 use super::params::Verb;
 use super::report::{bw_header, bw_line, json_bw, write_json, RESULT_LINE};
 use super::session::{sizes, Session};
 use super::stats::{bw_report, BwSamples};
 use super::waiting::Watch;
-use uroce_verbs::WcStatus;
+use uroce_verbs::{WcStatus, WorkCompletion};
 
 /// `CTX_POLL_BATCH`.
 const POLL_BATCH: usize = 16;
@@ -159,7 +159,7 @@ impl Sender {
     fn reap(&mut self, s: &Session, watch: &mut Watch) -> Result<(), String> {
         let cq_mod = u64::from(s.p.cq_mod);
         s.wait_event()?;
-        let mut wcs = [blank_wc(); POLL_BATCH];
+        let mut wcs = [WorkCompletion::default(); POLL_BATCH];
         let n = s.res.send_cq.poll(&mut wcs);
         let sampling = self.phases.as_ref().is_some_and(|ph| ph.state == State::Sample);
         for wc in &wcs[..n] {
@@ -252,7 +252,7 @@ impl Receiver {
 
     /// Polls the receive CQ once and reposts what was used, while more is to come.
     fn reap(&mut self, s: &Session, watch: &mut Watch) -> Result<(), String> {
-        let mut wcs = [blank_wc(); POLL_BATCH];
+        let mut wcs = [WorkCompletion::default(); POLL_BATCH];
         let n = s.res.recv_cq.poll(&mut wcs);
         if n == 0 {
             return s.wait(watch);

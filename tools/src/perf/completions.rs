@@ -1,23 +1,7 @@
 //! What a test does with a completion it did not expect: perftest's one-line
 //! reports of a failed send or receive, with the likely cause.
 
-use uroce_verbs::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
-
-/// A completion to poll into.
-pub fn blank_wc() -> WorkCompletion {
-    WorkCompletion {
-        wr_id: 0,
-        status: WcStatus::Success,
-        opcode: WcOpcode::Send,
-        vendor_err: 0,
-        byte_len: 0,
-        imm_data: 0,
-        qp_num: 0,
-        src_qp: 0,
-        wc_flags: WcFlags::EMPTY,
-        pkey_index: 0,
-    }
-}
+use uroce_verbs::{WcStatus, WorkCompletion};
 
 /// What a failed completion most likely means here, and what to do.
 fn hint(status: WcStatus) -> &'static str {

@@ -4,7 +4,7 @@
 //! `run_iter_lat_send` (SEND ping-pong).
 
 use super::clock::{Clock, Phases, State};
-use super::completions::{blank_wc, recv_error, send_error};
+use super::completions::{recv_error, send_error};
 use super::params::TestName;
 use super::report::{json_lat, json_lat_duration, lat_duration_line, lat_header, lat_lines, write_json, RESULT_LINE};
 use super::session::{sizes, Session};
@@ -225,7 +225,7 @@ fn run_iter_lat_send(s: &mut Session, size: u64) -> Result<LatSamples, String> {
 /// One receive of `run_iter_lat_send`, reposted while more are to come;
 /// false when the duration ended while waiting.
 fn receive(s: &mut Session, lat: &mut Lat, size: u64, rcnt: &mut u64, rx_depth: u64) -> Result<bool, String> {
-    let mut wc = [blank_wc()];
+    let mut wc = [WorkCompletion::default()];
     let mut watch = Watch::new();
     loop {
         if lat.ended() {

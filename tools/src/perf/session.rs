@@ -3,7 +3,6 @@
 //! header, and the handshakes that connect the QPs and print their addresses.
 
 use super::agree;
-use super::completions::blank_wc;
 use super::dest::Dest;
 use super::exchange::{Comm, Peer};
 use super::params::{Conn, Params, TestName, Verb};
@@ -230,7 +229,7 @@ impl Session {
 
     /// Polls `cq` until one completion arrives (with -e, after an event).
     pub fn wait_one(&self, cq: &Cq, mut watch: Watch) -> Result<WorkCompletion, String> {
-        let mut wc = [blank_wc()];
+        let mut wc = [WorkCompletion::default()];
         loop {
             self.wait_event()?;
             if cq.poll(&mut wc) == 1 {

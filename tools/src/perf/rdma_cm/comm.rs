@@ -100,7 +100,7 @@ impl CmComm {
     /// this end's packets moved: with manual progress, it moves them.
     fn completion(&mut self, idle: &mut dyn FnMut(), what: &str) -> Result<uroce_verbs::WorkCompletion, String> {
         let since = Instant::now();
-        let mut wc = [super::super::completions::blank_wc()];
+        let mut wc = [uroce_verbs::WorkCompletion::default()];
         loop {
             if self.cq.poll(&mut wc) == 1 {
                 if wc[0].status != WcStatus::Success {
