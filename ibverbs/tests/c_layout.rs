@@ -64,6 +64,33 @@ fn the_structures_match_rdma_cores_headers() {
             active_speed, phys_state, link_layer, flags, port_cap_flags2
         }
         "ibv_gid_entry" => IbvGidEntry { gid, gid_index, port_num, gid_type, ndev_ifindex }
+        "ibv_pd" => IbvPd { context, handle }
+        "ibv_mr" => IbvMr { context, pd, addr, length, handle, lkey, rkey }
+        "ibv_comp_channel" => IbvCompChannel { context, fd, refcnt }
+        "ibv_cq" => IbvCq {
+            context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed, async_events_completed
+        }
+        "ibv_wc" => IbvWc {
+            wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags, pkey_index, slid, sl,
+            dlid_path_bits
+        }
+        "ibv_qp_cap" => IbvQpCap { max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data }
+        "ibv_qp_init_attr" => IbvQpInitAttr { qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all }
+        "ibv_global_route" => IbvGlobalRoute { dgid, flow_label, sgid_index, hop_limit, traffic_class }
+        "ibv_ah_attr" => IbvAhAttr { grh, dlid, sl, src_path_bits, static_rate, is_global, port_num }
+        "ibv_qp_attr" => IbvQpAttr {
+            qp_state, cur_qp_state, path_mtu, path_mig_state, qkey, rq_psn, sq_psn, dest_qp_num, qp_access_flags, cap,
+            ah_attr, alt_ah_attr, pkey_index, alt_pkey_index, en_sqd_async_notify, sq_draining, max_rd_atomic,
+            max_dest_rd_atomic, min_rnr_timer, port_num, timeout, retry_cnt, rnr_retry, alt_port_num, alt_timeout,
+            rate_limit
+        }
+        "ibv_qp" => IbvQp {
+            context, qp_context, pd, send_cq, recv_cq, srq, handle, qp_num, state, qp_type, mutex, cond,
+            events_completed
+        }
+        "ibv_sge" => IbvSge { addr, length, lkey }
+        "ibv_send_wr" => IbvSendWr { wr_id, next, sg_list, num_sge, opcode, send_flags, wr_0 = "wr" }
+        "ibv_recv_wr" => IbvRecvWr { wr_id, next, sg_list, num_sge }
     };
     let dir = std::env::temp_dir().join(format!("uroce-c-layout-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -115,6 +115,51 @@ fn ibv_devinfo_shows_the_device_as_rxe_is_shown() {
     assert!(text.contains("GID[  0]:\t\tfe80::"), "the link-local GID 0, as rxe's:\n{text}");
 }
 
+/// A free TCP port for a program's out-of-band exchange.
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+#[test]
+fn ibv_rc_pingpong_runs_between_two_processes_with_its_data_checked() {
+    if !have("ibv_rc_pingpong") {
+        return;
+    }
+    let net = TestNet::new();
+    let dir = install_dir();
+    let port = free_tcp_port().to_string();
+    let args = ["-g", "1", "-n", "50", "-c", "-p", &port];
+    let server = Command::new("timeout")
+        .args(["60", "ibv_rc_pingpong"])
+        .args(args)
+        .env("LD_LIBRARY_PATH", dir.path())
+        .env("UROCE_DEVICES", net.udp(1))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    // The server listens once its device is open; the client retries until then.
+    let host = net.ip(1).to_string();
+    let mut client_args = args.to_vec();
+    client_args.push(&host);
+    let mut client = (false, String::new());
+    for _ in 0..50 {
+        client = run_over_dropin(dir.path(), &net.udp(2), "ibv_rc_pingpong", &client_args);
+        if client.0 || !client.1.contains("Couldn't connect") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let server = server.wait_with_output().expect("the server's output");
+    let server_text = String::from_utf8_lossy(&server.stdout).into_owned() + &String::from_utf8_lossy(&server.stderr);
+    assert!(client.0, "client: {}\nserver: {server_text}", client.1);
+    assert!(server.status.success(), "server: {server_text}");
+    for text in [&client.1, &server_text] {
+        assert!(text.contains("50 iters in"), "{text}");
+        assert!(!text.contains("Failed status"), "{text}");
+    }
+}
+
 #[test]
 fn a_bad_device_list_says_what_to_do() {
     if !have("ibv_devices") {

@@ -4,7 +4,7 @@
 //! field a program touches checked against the header's offsets at compile
 //! time (`tests/c_layout.rs` checks them again against the installed headers).
 
-use core::ffi::{c_char, c_int, c_void};
+use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::mem::{offset_of, size_of};
 
 /// Any function pointer in a table a C program calls through; `None` is NULL.
@@ -296,6 +296,169 @@ pub struct IbvWc {
     pub dlid_path_bits: u8,
 }
 
+/// `struct ibv_qp_cap` (verbs.h:885).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvQpCap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr` (verbs.h:893).
+#[repr(C)]
+pub struct IbvQpInitAttr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut IbvCq,
+    pub recv_cq: *mut IbvCq,
+    pub srq: *mut c_void,
+    pub cap: IbvQpCap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+}
+
+/// `enum ibv_qp_type`: the three uroce serves.
+pub const IBV_QPT_RC: c_int = 2;
+pub const IBV_QPT_UC: c_int = 3;
+pub const IBV_QPT_UD: c_int = 4;
+
+/// `union ibv_gid`: 16 bytes, aligned as its `__be64` halves are.
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+pub struct IbvGid(pub [u8; 16]);
+
+/// `struct ibv_global_route` (verbs.h:736).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvGlobalRoute {
+    pub dgid: IbvGid,
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+/// `struct ibv_ah_attr` (verbs.h:772).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvAhAttr {
+    pub grh: IbvGlobalRoute,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+}
+
+/// `struct ibv_qp_attr` (verbs.h:958).
+#[repr(C)]
+pub struct IbvQpAttr {
+    pub qp_state: c_int,
+    pub cur_qp_state: c_int,
+    pub path_mtu: c_int,
+    pub path_mig_state: c_int,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: c_uint,
+    pub cap: IbvQpCap,
+    pub ah_attr: IbvAhAttr,
+    pub alt_ah_attr: IbvAhAttr,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub rate_limit: u32,
+}
+
+/// `struct ibv_qp` (verbs.h:1281).
+#[repr(C)]
+pub struct IbvQp {
+    pub context: *mut IbvContext,
+    pub qp_context: *mut c_void,
+    pub pd: *mut IbvPd,
+    pub send_cq: *mut IbvCq,
+    pub recv_cq: *mut IbvCq,
+    pub srq: *mut c_void,
+    pub handle: u32,
+    pub qp_num: u32,
+    pub state: c_int,
+    pub qp_type: c_int,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub events_completed: u32,
+}
+
+/// `sizeof(struct ibv_qp_ex)`: every QP is allocated this large (a
+/// `verbs_qp`), so that `ibv_qp_to_qp_ex` can one day hand out the same object.
+pub const IBV_QP_EX_LEN: usize = 352;
+
+/// `struct ibv_sge` (verbs.h:1087).
+#[repr(C)]
+pub struct IbvSge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// `struct ibv_send_wr` (verbs.h:1093): the `wr` union read as its three
+/// views by offset (`rdma`, `atomic`, `ud`).
+#[repr(C)]
+pub struct IbvSendWr {
+    pub wr_id: u64,
+    pub next: *mut IbvSendWr,
+    pub sg_list: *mut IbvSge,
+    pub num_sge: c_int,
+    pub opcode: c_int,
+    pub send_flags: c_uint,
+    /// `imm_data` (network order) or `invalidate_rkey`.
+    pub imm_data: u32,
+    /// rdma: remote_addr; atomic: remote_addr; ud: ah.
+    pub wr_0: u64,
+    /// rdma: rkey (low half); atomic: compare_add; ud: remote_qpn, remote_qkey.
+    pub wr_8: u64,
+    /// atomic: swap.
+    pub wr_16: u64,
+    /// atomic: rkey.
+    pub wr_24: u32,
+    pub _pad: u32,
+    pub qp_type_xrc: u32,
+    pub _pad2: u32,
+    pub bind_mw_or_tso: [u64; 6],
+}
+
+/// `enum ibv_wr_opcode`.
+pub const IBV_WR_RDMA_WRITE: c_int = 0;
+pub const IBV_WR_RDMA_WRITE_WITH_IMM: c_int = 1;
+pub const IBV_WR_SEND: c_int = 2;
+pub const IBV_WR_SEND_WITH_IMM: c_int = 3;
+pub const IBV_WR_RDMA_READ: c_int = 4;
+pub const IBV_WR_ATOMIC_CMP_AND_SWP: c_int = 5;
+pub const IBV_WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
+pub const IBV_WR_SEND_WITH_INV: c_int = 9;
+
+/// `struct ibv_recv_wr` (verbs.h:1144).
+#[repr(C)]
+pub struct IbvRecvWr {
+    pub wr_id: u64,
+    pub next: *mut IbvRecvWr,
+    pub sg_list: *mut IbvSge,
+    pub num_sge: c_int,
+}
+
 const _: () = {
     assert!(size_of::<IbvDevice>() == 664);
     assert!(offset_of!(IbvDevice, node_type) == 16);
@@ -347,4 +510,20 @@ const _: () = {
     assert!(size_of::<IbvWc>() == 48);
     assert!(offset_of!(IbvWc, wc_flags) == 36);
     assert!(offset_of!(IbvWc, sl) == 44);
+    assert!(size_of::<IbvQpInitAttr>() == 64);
+    assert!(offset_of!(IbvQpInitAttr, qp_type) == 52);
+    assert!(size_of::<IbvAhAttr>() == 32);
+    assert!(offset_of!(IbvAhAttr, is_global) == 29);
+    assert!(size_of::<IbvQpAttr>() == 144);
+    assert!(offset_of!(IbvQpAttr, ah_attr) == 56);
+    assert!(offset_of!(IbvQpAttr, pkey_index) == 120);
+    assert!(offset_of!(IbvQpAttr, rnr_retry) == 132);
+    assert!(offset_of!(IbvQpAttr, rate_limit) == 136);
+    assert!(size_of::<IbvQp>() == 160);
+    assert!(offset_of!(IbvQp, qp_num) == 52);
+    assert!(offset_of!(IbvQp, events_completed) == 152);
+    assert!(size_of::<IbvSendWr>() == 128);
+    assert!(offset_of!(IbvSendWr, wr_0) == 40);
+    assert!(offset_of!(IbvSendWr, qp_type_xrc) == 72);
+    assert!(size_of::<IbvRecvWr>() == 32);
 };

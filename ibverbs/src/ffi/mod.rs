@@ -12,6 +12,7 @@ mod cq;
 mod device;
 mod handles;
 mod memory;
+mod qp;
 mod strings;
 mod unsupported;
 

@@ -9,7 +9,7 @@
 //! the arguments its caller passed, and the caller cleans up (so variadic
 //! callers of `__verbs_log` are fine too); only the return type matters.
 
-use super::abi::{IbvContextOps, IbvCq, IbvWc};
+use super::abi::{IbvContextOps, IbvCq, IbvQp, IbvRecvWr, IbvSendWr, IbvWc};
 use super::{set_errno, symver};
 use core::ffi::{c_int, c_void};
 
@@ -58,13 +58,10 @@ returns_errno! {
     ibv_destroy_comp_channel @ "IBVERBS_1.0",
     ibv_attach_mcast @ "IBVERBS_1.1",
     ibv_destroy_ah @ "IBVERBS_1.1",
-    ibv_destroy_qp @ "IBVERBS_1.1",
     ibv_destroy_srq @ "IBVERBS_1.1",
     ibv_detach_mcast @ "IBVERBS_1.1",
     ibv_init_ah_from_wc @ "IBVERBS_1.1",
-    ibv_modify_qp @ "IBVERBS_1.1",
     ibv_modify_srq @ "IBVERBS_1.1",
-    ibv_query_qp @ "IBVERBS_1.1",
     ibv_query_srq @ "IBVERBS_1.1",
     ibv_rereg_mr @ "IBVERBS_1.1",
     ibv_resize_cq @ "IBVERBS_1.1",
@@ -77,7 +74,6 @@ returns_null! {
     ibv_create_comp_channel @ "IBVERBS_1.0",
     ibv_create_ah @ "IBVERBS_1.1",
     ibv_create_ah_from_wc @ "IBVERBS_1.1",
-    ibv_create_qp @ "IBVERBS_1.1",
     ibv_create_srq @ "IBVERBS_1.1",
     ibv_qp_to_qp_ex @ "IBVERBS_1.6",
     ibv_import_device @ "IBVERBS_1.10",
@@ -324,6 +320,8 @@ extern "C" fn null_unsupported() -> *mut c_void {
 }
 
 type PostFn = extern "C" fn(*mut c_void, *mut c_void, *mut *mut c_void) -> c_int;
+type PostSendFn = extern "C" fn(*mut IbvQp, *mut IbvSendWr, *mut *mut IbvSendWr) -> c_int;
+type PostRecvFn = extern "C" fn(*mut IbvQp, *mut IbvRecvWr, *mut *mut IbvRecvWr) -> c_int;
 type PollFn = extern "C" fn(*mut IbvCq, c_int, *mut IbvWc) -> c_int;
 type NotifyFn = extern "C" fn(*mut IbvCq, c_int) -> c_int;
 type IntFn = extern "C" fn() -> c_int;
@@ -340,8 +338,10 @@ pub fn fill_context_ops(ops: &mut IbvContextOps) {
     let int = |f: IntFn| Some(unsafe { core::mem::transmute::<IntFn, unsafe extern "C" fn()>(f) });
     // SAFETY: as above.
     let ptr = |f: PtrFn| Some(unsafe { core::mem::transmute::<PtrFn, unsafe extern "C" fn()>(f) });
-    ops.post_send = slot(post_unsupported);
-    ops.post_recv = slot(post_unsupported);
+    // SAFETY: as above; the slot's signature is the function's.
+    ops.post_send = Some(unsafe { core::mem::transmute::<PostSendFn, unsafe extern "C" fn()>(super::qp::post_send) });
+    // SAFETY: as above.
+    ops.post_recv = Some(unsafe { core::mem::transmute::<PostRecvFn, unsafe extern "C" fn()>(super::qp::post_recv) });
     ops.post_srq_recv = slot(post_unsupported);
     // SAFETY: as above; the slot's signature is the function's.
     ops.poll_cq = Some(unsafe { core::mem::transmute::<PollFn, unsafe extern "C" fn()>(super::cq::poll_cq) });

@@ -1,0 +1,366 @@
+//! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`,
+//! `ibv_destroy_qp`, and the inline `ibv_post_send` / `ibv_post_recv`, which
+//! C calls through the context's ops. RC and UC; UD QPs are created, but a UD
+//! send needs an address handle, which is not served yet (EOPNOTSUPP).
+
+use super::abi::*;
+use super::cq::{UroceCq, CQS};
+use super::handles::Live;
+use super::memory::{UrocePd, PDS};
+use super::{guard, set_errno, symver};
+use crate::explain::explain;
+use core::ffi::{c_int, c_void};
+use core::ptr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use uroce_verbs::{
+    AccessFlags, AddressVector, Gid, Mtu, Qp, QpAttr, QpAttrMask, QpCap, QpInit, QpState, QpType, RecvWr, SendFlags,
+    SendWr, Sge, WrOp,
+};
+
+/// A QP as C holds it: a `verbs_qp` (room for `ibv_qp_ex`), then uroce's.
+#[repr(C)]
+pub struct UroceQp {
+    qp: IbvQp,
+    _qp_ex: [u8; IBV_QP_EX_LEN - size_of::<IbvQp>()],
+    _comp_mask: u32,
+    _xrcd: *mut c_void,
+    inner: Qp,
+    /// The queue sizes it was created with (`ibv_query_qp` answers them).
+    cap: IbvQpCap,
+    pd: &'static UrocePd,
+    send_cq: &'static UroceCq,
+    recv_cq: &'static UroceCq,
+}
+
+// SAFETY: the raw pointers are C's own handles, only stored and handed back;
+// the uroce handles are Send and Sync.
+unsafe impl Send for UroceQp {}
+// SAFETY: as above.
+unsafe impl Sync for UroceQp {}
+
+static QPS: Live = Live::new();
+
+fn qp_type_of(t: c_int) -> Option<QpType> {
+    match t {
+        IBV_QPT_RC => Some(QpType::Rc),
+        IBV_QPT_UC => Some(QpType::Uc),
+        IBV_QPT_UD => Some(QpType::Ud),
+        _ => None,
+    }
+}
+
+fn cap_of(c: &IbvQpCap) -> QpCap {
+    QpCap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
+fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp, c_int> {
+    static HANDLES: AtomicU32 = AtomicU32::new(0);
+    let p = PDS.get(pd.cast::<UrocePd>()).ok_or(libc::EINVAL)?;
+    if attr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: attr points at the caller's struct ibv_qp_init_attr.
+    let a = unsafe { &mut *attr };
+    let qp_type = qp_type_of(a.qp_type).ok_or_else(|| {
+        explain("ibv_create_qp", &format!("QP type {}: uroce serves RC (2), UC (3) and UD (4)", a.qp_type));
+        libc::EOPNOTSUPP
+    })?;
+    if !a.srq.is_null() {
+        explain("ibv_create_qp", "shared receive queues are not served by the drop-in yet");
+        return Err(libc::EOPNOTSUPP);
+    }
+    let send_cq = CQS.get(a.send_cq.cast::<UroceCq>()).ok_or(libc::EINVAL)?;
+    let recv_cq = CQS.get(a.recv_cq.cast::<UroceCq>()).ok_or(libc::EINVAL)?;
+    let mut init = QpInit::new(qp_type, &send_cq.inner, &recv_cq.inner);
+    init.cap = cap_of(&a.cap);
+    init.sq_sig_all = a.sq_sig_all != 0;
+    let inner = p.inner.create_qp(&init).map_err(|e| {
+        explain("ibv_create_qp", &e.to_string());
+        e.errno()
+    })?;
+    // SAFETY: all-zero is a valid IbvQp (NULL pointers, zero numbers, an
+    // unlocked mutex, an initialized condition variable).
+    let mut qp: IbvQp = unsafe { core::mem::zeroed() };
+    qp.context = p.inner_context();
+    qp.qp_context = a.qp_context;
+    qp.pd = pd;
+    qp.send_cq = a.send_cq;
+    qp.recv_cq = a.recv_cq;
+    qp.handle = HANDLES.fetch_add(1, Ordering::Relaxed);
+    qp.qp_num = inner.qp_num();
+    qp.state = QpState::Reset as c_int;
+    qp.qp_type = a.qp_type;
+    for users in [&p.users, &send_cq.users, &recv_cq.users] {
+        users.fetch_add(1, Ordering::AcqRel);
+    }
+    let q = UroceQp {
+        qp,
+        _qp_ex: [0; IBV_QP_EX_LEN - size_of::<IbvQp>()],
+        _comp_mask: 0,
+        _xrcd: ptr::null_mut(),
+        inner,
+        cap: a.cap,
+        pd: p,
+        send_cq,
+        recv_cq,
+    };
+    Ok(QPS.adopt(Box::new(q)).cast())
+}
+
+#[no_mangle]
+pub extern "C" fn ibv_create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> *mut IbvQp {
+    guard(ptr::null_mut(), || {
+        create_qp(pd, attr).unwrap_or_else(|e| {
+            set_errno(e);
+            ptr::null_mut()
+        })
+    })
+}
+symver!(ibv_create_qp, "IBVERBS_1.1");
+
+#[no_mangle]
+pub extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
+    guard(libc::EIO, || match QPS.release(qp.cast::<UroceQp>(), |_| Ok(())) {
+        Ok(q) => {
+            for users in [&q.pd.users, &q.send_cq.users, &q.recv_cq.users] {
+                users.fetch_sub(1, Ordering::AcqRel);
+            }
+            0
+        }
+        Err(e) => e,
+    })
+}
+symver!(ibv_destroy_qp, "IBVERBS_1.1");
+
+fn state_of(v: c_int) -> Option<QpState> {
+    [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts, QpState::Sqd, QpState::Sqe, QpState::Err]
+        .into_iter()
+        .find(|s| *s as c_int == v)
+}
+
+/// The engine's attributes from C's, for the fields `mask` names.
+fn attr_of(a: &IbvQpAttr) -> Result<QpAttr, c_int> {
+    let mut out = QpAttr { qp_state: state_of(a.qp_state).unwrap_or_default(), ..QpAttr::default() };
+    out.cur_qp_state = state_of(a.cur_qp_state).unwrap_or_default();
+    out.path_mtu = Mtu::from_enum(a.path_mtu as u8).unwrap_or_default();
+    out.qkey = a.qkey;
+    out.rq_psn = a.rq_psn;
+    out.sq_psn = a.sq_psn;
+    out.dest_qp_num = a.dest_qp_num;
+    out.qp_access_flags = AccessFlags(a.qp_access_flags);
+    out.pkey_index = a.pkey_index;
+    out.port_num = a.port_num;
+    let g = &a.ah_attr.grh;
+    out.ah_attr = AddressVector {
+        dgid: Gid(g.dgid.0),
+        sgid_index: g.sgid_index,
+        flow_label: g.flow_label,
+        hop_limit: g.hop_limit,
+        traffic_class: g.traffic_class,
+        port_num: a.ah_attr.port_num,
+    };
+    out.timeout = a.timeout;
+    out.retry_cnt = a.retry_cnt;
+    out.rnr_retry = a.rnr_retry;
+    out.min_rnr_timer = a.min_rnr_timer;
+    out.max_rd_atomic = a.max_rd_atomic;
+    out.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    out.en_sqd_async_notify = a.en_sqd_async_notify != 0;
+    Ok(out)
+}
+
+/// `IBV_QP_RATE_LIMIT`: the one mask bit past the engine's that rdma-core
+/// defines for RoCE QPs; packet pacing is not served.
+const IBV_QP_RATE_LIMIT: c_int = 1 << 25;
+
+#[no_mangle]
+pub extern "C" fn ibv_modify_qp(qp: *mut IbvQp, attr: *mut IbvQpAttr, mask: c_int) -> c_int {
+    guard(libc::EIO, || {
+        let Some(q) = QPS.get(qp.cast::<UroceQp>()) else { return libc::EINVAL };
+        if attr.is_null() {
+            return libc::EINVAL;
+        }
+        if mask & IBV_QP_RATE_LIMIT != 0 {
+            explain("ibv_modify_qp", "IBV_QP_RATE_LIMIT: packet pacing is not served");
+            return libc::EOPNOTSUPP;
+        }
+        // SAFETY: attr points at the caller's struct ibv_qp_attr.
+        let a = unsafe { &*attr };
+        let result = attr_of(a).and_then(|engine_attr| {
+            q.inner.modify(&engine_attr, QpAttrMask(mask as u32)).map_err(|e| {
+                explain("ibv_modify_qp", &e.to_string());
+                e.errno()
+            })
+        });
+        if result.is_ok() {
+            // `qp->state` is read by programs directly: keep it true.
+            let state = q.inner.state() as c_int;
+            // SAFETY: qp is the live QP (checked); C reads this field, we write it.
+            unsafe { ptr::addr_of_mut!((*qp).state).write(state) };
+        }
+        result.map_or_else(|e| e, |_| 0)
+    })
+}
+symver!(ibv_modify_qp, "IBVERBS_1.1");
+
+#[no_mangle]
+pub extern "C" fn ibv_query_qp(
+    qp: *mut IbvQp,
+    attr: *mut IbvQpAttr,
+    _mask: c_int,
+    init_attr: *mut IbvQpInitAttr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let Some(q) = QPS.get(qp.cast::<UroceQp>()) else { return libc::EINVAL };
+        if attr.is_null() || init_attr.is_null() {
+            return libc::EINVAL;
+        }
+        let e = q.inner.query();
+        let cap = q.cap;
+        // SAFETY: attr and init_attr point at the caller's structs; all-zero is valid for both.
+        let (a, i) = unsafe {
+            ptr::write_bytes(attr, 0, 1);
+            ptr::write_bytes(init_attr, 0, 1);
+            (&mut *attr, &mut *init_attr)
+        };
+        a.qp_state = e.qp_state as c_int;
+        a.cur_qp_state = e.qp_state as c_int;
+        a.path_mtu = e.path_mtu.to_enum().into();
+        a.qkey = e.qkey;
+        a.rq_psn = e.rq_psn;
+        a.sq_psn = e.sq_psn;
+        a.dest_qp_num = e.dest_qp_num;
+        a.qp_access_flags = e.qp_access_flags.0;
+        a.cap = cap;
+        a.ah_attr.grh = IbvGlobalRoute {
+            dgid: IbvGid(e.ah_attr.dgid.0),
+            flow_label: e.ah_attr.flow_label,
+            sgid_index: e.ah_attr.sgid_index,
+            hop_limit: e.ah_attr.hop_limit,
+            traffic_class: e.ah_attr.traffic_class,
+        };
+        a.ah_attr.is_global = 1;
+        a.ah_attr.port_num = e.ah_attr.port_num;
+        a.pkey_index = e.pkey_index;
+        a.port_num = e.port_num;
+        a.timeout = e.timeout;
+        a.retry_cnt = e.retry_cnt;
+        a.rnr_retry = e.rnr_retry;
+        a.min_rnr_timer = e.min_rnr_timer;
+        a.max_rd_atomic = e.max_rd_atomic;
+        a.max_dest_rd_atomic = e.max_dest_rd_atomic;
+        a.sq_draining = e.sq_draining.into();
+        a.en_sqd_async_notify = e.en_sqd_async_notify.into();
+        i.qp_context = q.qp.qp_context;
+        i.send_cq = q.qp.send_cq;
+        i.recv_cq = q.qp.recv_cq;
+        i.cap = cap;
+        i.qp_type = q.qp.qp_type;
+        0
+    })
+}
+symver!(ibv_query_qp, "IBVERBS_1.1");
+
+/// The scatter/gather list of a C work request.
+fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<Sge>, c_int> {
+    if n < 0 || (n > 0 && list.is_null()) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's array of n ibv_sge (checked non-NULL when n > 0).
+    let c = if n == 0 { &[][..] } else { unsafe { core::slice::from_raw_parts(list, n as usize) } };
+    Ok(c.iter().map(|s| Sge { addr: s.addr, length: s.length, lkey: s.lkey }).collect())
+}
+
+/// One C send work request as the engine's.
+fn send_wr_of(w: &IbvSendWr, qp_type: c_int) -> Result<SendWr, c_int> {
+    let rkey = w.wr_8 as u32;
+    let imm = u32::from_be(w.imm_data);
+    let op = match w.opcode {
+        IBV_WR_SEND => WrOp::Send,
+        IBV_WR_SEND_WITH_IMM => WrOp::SendWithImm { imm },
+        IBV_WR_SEND_WITH_INV => WrOp::SendWithInv { invalidate_rkey: w.imm_data },
+        IBV_WR_RDMA_WRITE => WrOp::RdmaWrite { remote_addr: w.wr_0, rkey },
+        IBV_WR_RDMA_WRITE_WITH_IMM => WrOp::RdmaWriteWithImm { remote_addr: w.wr_0, rkey, imm },
+        IBV_WR_RDMA_READ => WrOp::RdmaRead { remote_addr: w.wr_0, rkey },
+        IBV_WR_ATOMIC_CMP_AND_SWP => {
+            WrOp::AtomicCmpSwp { remote_addr: w.wr_0, rkey: w.wr_24, compare: w.wr_8, swap: w.wr_16 }
+        }
+        IBV_WR_ATOMIC_FETCH_AND_ADD => WrOp::AtomicFetchAdd { remote_addr: w.wr_0, rkey: w.wr_24, add: w.wr_8 },
+        other => {
+            explain("ibv_post_send", &format!("opcode {other} is not served"));
+            return Err(libc::EINVAL);
+        }
+    };
+    if qp_type == IBV_QPT_UD {
+        explain("ibv_post_send", "a UD send needs an address handle, which the drop-in does not serve yet");
+        return Err(libc::EOPNOTSUPP);
+    }
+    Ok(SendWr { wr_id: w.wr_id, sg_list: sges(w.sg_list, w.num_sge)?, op, flags: SendFlags(w.send_flags), ud: None })
+}
+
+/// `ops.post_send`: the chain from `wr`; on failure `*bad_wr` is the first
+/// request not posted (those before it are).
+pub extern "C" fn post_send(qp: *mut IbvQp, wr: *mut IbvSendWr, bad_wr: *mut *mut IbvSendWr) -> c_int {
+    guard(libc::EIO, || {
+        let fail = |at: *mut IbvSendWr, e: c_int| {
+            if !bad_wr.is_null() {
+                // SAFETY: bad_wr is the caller's out-pointer (checked non-NULL).
+                unsafe { *bad_wr = at };
+            }
+            e
+        };
+        let Some(q) = QPS.get(qp.cast::<UroceQp>()) else { return fail(wr, libc::EINVAL) };
+        let mut at = wr;
+        while !at.is_null() {
+            // SAFETY: a node of the caller's NULL-terminated list.
+            let w = unsafe { &*at };
+            let posted = send_wr_of(w, q.qp.qp_type).and_then(|sw| {
+                q.inner.post_send(&sw).map_err(|e| {
+                    explain("ibv_post_send", &e.to_string());
+                    e.errno()
+                })
+            });
+            if let Err(e) = posted {
+                return fail(at, e);
+            }
+            at = w.next;
+        }
+        0
+    })
+}
+
+/// `ops.post_recv`: the chain from `wr`, as `post_send` does.
+pub extern "C" fn post_recv(qp: *mut IbvQp, wr: *mut IbvRecvWr, bad_wr: *mut *mut IbvRecvWr) -> c_int {
+    guard(libc::EIO, || {
+        let fail = |at: *mut IbvRecvWr, e: c_int| {
+            if !bad_wr.is_null() {
+                // SAFETY: bad_wr is the caller's out-pointer (checked non-NULL).
+                unsafe { *bad_wr = at };
+            }
+            e
+        };
+        let Some(q) = QPS.get(qp.cast::<UroceQp>()) else { return fail(wr, libc::EINVAL) };
+        let mut at = wr;
+        while !at.is_null() {
+            // SAFETY: a node of the caller's NULL-terminated list.
+            let w = unsafe { &*at };
+            let posted = sges(w.sg_list, w.num_sge).and_then(|sg_list| {
+                q.inner.post_recv(&RecvWr { wr_id: w.wr_id, sg_list }).map_err(|e| {
+                    explain("ibv_post_recv", &e.to_string());
+                    e.errno()
+                })
+            });
+            if let Err(e) = posted {
+                return fail(at, e);
+            }
+            at = w.next;
+        }
+        0
+    })
+}
