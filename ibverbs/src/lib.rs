@@ -10,8 +10,8 @@
 //!
 //! What works today: devices (from [`devices::DEVICES_ENV`]), opening and
 //! closing them, every query `ibv_devices` and `ibv_devinfo -v` make, PDs,
-//! MRs on the program's own memory, CQs (polled without a channel), RC and
-//! UC QPs with posting: enough for Debian's `ibv_rc_pingpong`.
+//! MRs on the program's own memory, CQs and completion channels, RC and UC
+//! QPs with posting: enough for Debian's `ibv_rc_pingpong` (with `-e` too).
 //! Every other verb exists (programs are linked with BIND_NOW, so all must)
 //! and answers EOPNOTSUPP (or NULL with errno EOPNOTSUPP), as rdma-core does
 //! for what a device lacks; the README lists them.

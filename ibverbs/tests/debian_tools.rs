@@ -122,16 +122,30 @@ fn free_tcp_port() -> u16 {
 
 #[test]
 fn ibv_rc_pingpong_runs_between_two_processes_with_its_data_checked() {
+    rc_pingpong(&[]);
+}
+
+/// `-e`: each end sleeps in `ibv_get_cq_event`, a blocking read of its
+/// completion channel's descriptor, instead of polling.
+#[test]
+fn ibv_rc_pingpong_waits_on_completion_channels() {
+    rc_pingpong(&["-e"]);
+}
+
+/// Runs Debian's ibv_rc_pingpong between two processes over the drop-in, 50
+/// round trips with its buffers checked (`-c`), plus `extra` flags.
+fn rc_pingpong(extra: &[&str]) {
     if !have("ibv_rc_pingpong") {
         return;
     }
     let net = TestNet::new();
     let dir = install_dir();
     let port = free_tcp_port().to_string();
-    let args = ["-g", "1", "-n", "50", "-c", "-p", &port];
+    let mut args = vec!["-g", "1", "-n", "50", "-c", "-p", &port];
+    args.extend_from_slice(extra);
     let server = Command::new("timeout")
         .args(["60", "ibv_rc_pingpong"])
-        .args(args)
+        .args(&args)
         .env("LD_LIBRARY_PATH", dir.path())
         .env("UROCE_DEVICES", net.udp(1))
         .stdout(std::process::Stdio::piped())
@@ -140,7 +154,7 @@ fn ibv_rc_pingpong_runs_between_two_processes_with_its_data_checked() {
         .expect("start the server");
     // The server listens once its device is open; the client retries until then.
     let host = net.ip(1).to_string();
-    let mut client_args = args.to_vec();
+    let mut client_args = args.clone();
     client_args.push(&host);
     let mut client = (false, String::new());
     for _ in 0..50 {

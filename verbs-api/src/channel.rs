@@ -47,6 +47,14 @@ impl CompChannel {
         std::iter::from_fn(|| self.0.events.try_take()).find_map(|cq| cq.upgrade().map(Cq))
     }
 
+    /// The CQ of the event whose 8-byte record the application read from
+    /// the descriptor itself (`ibv_get_cq_event` in C reads `channel->fd`,
+    /// blocking or not as the program set it); `None` if the record is not
+    /// one of this channel's or its CQ is gone.
+    pub fn cq_of_record(&self, record: &[u8]) -> Option<Cq> {
+        self.0.events.take_record(record)?.upgrade().map(Cq)
+    }
+
     /// An armed CQ got a completion (the driver calls this with its lock let go).
     pub(crate) fn fire(&self, cq: Weak<CqInner>) {
         self.0.events.push(cq);

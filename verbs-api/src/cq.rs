@@ -125,6 +125,12 @@ impl Cq {
     pub(crate) fn handle(&self) -> CqHandle {
         self.0.handle
     }
+
+    /// An identity of this CQ, the same for each of its clones, for keying
+    /// maps (the drop-in library finds its C CQ by it).
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
 }
 
 impl PartialEq for Cq {

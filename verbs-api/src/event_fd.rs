@@ -109,6 +109,15 @@ impl<T> EventQueue<T> {
         pending.by_seq.remove(&seq)
     }
 
+    /// The event whose record the application read from the descriptor
+    /// itself (a C program's `read(channel->fd)`), if it is one of ours.
+    pub fn take_record(&self, record: &[u8]) -> Option<T> {
+        let seq = u64::from_ne_bytes(record.try_into().ok()?);
+        let mut pending = self.pending();
+        self.write_overflow(&mut pending);
+        pending.by_seq.remove(&seq)
+    }
+
     /// Events queued and not yet taken.
     #[cfg(test)]
     pub fn len(&self) -> usize {

@@ -3,13 +3,16 @@
 //! ops. Polling reads the CQ's ring without the driver's lock.
 
 use super::abi::{IbvCompChannel, IbvContext, IbvCq, IbvWc};
+use super::channel::{UroceChannel, CHANNELS};
 use super::device::context_of;
 use super::handles::{unused, Live};
 use super::{guard, set_errno, symver};
 use crate::explain::explain;
 use core::ffi::{c_int, c_void};
 use core::ptr;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use uroce_verbs::{Cq, WorkCompletion};
 
 /// A CQ as C holds it.
@@ -19,9 +22,55 @@ pub struct UroceCq {
     pub inner: Cq,
     /// QPs that use it: while any does, it cannot be destroyed (EBUSY).
     pub users: AtomicUsize,
+    channel: Option<&'static UroceChannel>,
+    /// Completion events `ibv_get_cq_event` handed out, and those acked:
+    /// `ibv_destroy_cq` waits until they are equal, as rdma-core's does.
+    pub events_delivered: AtomicU32,
+    events_acked: AtomicU32,
 }
 
+// SAFETY: the raw pointers are C's own (context, cq_context), only stored
+// and handed back; the uroce handles are Send and Sync.
+unsafe impl Send for UroceCq {}
+// SAFETY: as above.
+unsafe impl Sync for UroceCq {}
+
 pub static CQS: Live = Live::new();
+
+/// The C CQ of each uroce CQ, by `Cq::id`: a channel's event names the
+/// uroce CQ, `ibv_get_cq_event` answers the C one.
+fn by_id() -> std::sync::MutexGuard<'static, HashMap<usize, usize>> {
+    static BY_ID: OnceLock<Mutex<HashMap<usize, usize>>> = OnceLock::new();
+    BY_ID.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The live C CQ whose uroce CQ has identity `id`.
+pub fn cq_by_id(id: usize) -> Option<&'static UroceCq> {
+    let ptr = *by_id().get(&id)?;
+    CQS.get(ptr as *const UroceCq)
+}
+
+impl UroceCq {
+    /// The pointer C holds.
+    pub fn as_c(&'static self) -> *mut IbvCq {
+        ptr::addr_of!(self.cq).cast_mut()
+    }
+
+    /// The `cq_context` the program gave `ibv_create_cq`.
+    pub fn cq_context(&self) -> *mut c_void {
+        self.cq.cq_context
+    }
+
+    /// `ibv_ack_cq_events`: `nevents` more events acknowledged.
+    pub fn ack(&self, nevents: u32) {
+        let acked = self.events_acked.fetch_add(nevents, Ordering::AcqRel).wrapping_add(nevents);
+        // `cq->comp_events_completed` is the program's to read: keep it true.
+        let field = ptr::addr_of!(self.cq.comp_events_completed).cast_mut();
+        // SAFETY: the field of this live CQ, as an atomic (C reads it under
+        // the CQ's mutex, which nothing here holds; a u32 store is atomic).
+        unsafe { AtomicU32::from_ptr(field) }.store(acked, Ordering::Release);
+    }
+}
 
 #[no_mangle]
 pub extern "C" fn ibv_create_cq(
@@ -37,18 +86,21 @@ pub extern "C" fn ibv_create_cq(
             set_errno(libc::EINVAL);
             return ptr::null_mut();
         };
-        if !channel.is_null() {
-            explain("ibv_create_cq", "completion channels are not served yet: poll the CQ");
-            set_errno(libc::EOPNOTSUPP);
-            return ptr::null_mut();
-        }
+        let channel_ref = match (channel.is_null(), CHANNELS.get(channel.cast::<UroceChannel>())) {
+            (true, _) => None,
+            (false, Some(ch)) => Some(ch),
+            (false, None) => {
+                set_errno(libc::EINVAL);
+                return ptr::null_mut();
+            }
+        };
         let max = c.ctx.query_device().max_cqe as c_int;
         if !(1..=max).contains(&cqe) {
             explain("ibv_create_cq", &format!("{cqe} entries: give 1 to {max}"));
             set_errno(libc::EINVAL);
             return ptr::null_mut();
         }
-        let inner = match c.ctx.create_cq(cqe as usize, None) {
+        let inner = match c.ctx.create_cq(cqe as usize, channel_ref.map(|ch| &ch.inner)) {
             Ok(cq) => cq,
             Err(e) => {
                 explain("ibv_create_cq", &e.to_string());
@@ -63,7 +115,22 @@ pub extern "C" fn ibv_create_cq(
         cq.cq_context = cq_context;
         cq.handle = HANDLES.fetch_add(1, Ordering::Relaxed);
         cq.cqe = inner.cqe() as c_int;
-        CQS.adopt(Box::new(UroceCq { cq, inner, users: AtomicUsize::new(0) })).cast()
+        cq.channel = channel;
+        if let Some(ch) = channel_ref {
+            ch.users.fetch_add(1, Ordering::AcqRel);
+        }
+        let id = inner.id();
+        let boxed = Box::new(UroceCq {
+            cq,
+            inner,
+            users: AtomicUsize::new(0),
+            channel: channel_ref,
+            events_delivered: AtomicU32::new(0),
+            events_acked: AtomicU32::new(0),
+        });
+        let raw = CQS.adopt(boxed);
+        by_id().insert(id, raw as usize);
+        raw.cast()
     })
 }
 symver!(ibv_create_cq, "IBVERBS_1.1");
@@ -71,8 +138,23 @@ symver!(ibv_create_cq, "IBVERBS_1.1");
 #[no_mangle]
 pub extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     guard(libc::EIO, || {
+        let Some(c) = CQS.get(cq.cast::<UroceCq>()) else { return libc::EINVAL };
+        // As rdma-core: every event handed out must be acked first (a
+        // program that never acks waits here, as it would there).
+        while c.events_acked.load(Ordering::Acquire) != c.events_delivered.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let busy = |c: &UroceCq| unused(&c.users, "ibv_destroy_cq", "QPs");
-        CQS.release(cq.cast::<UroceCq>(), busy).map_or_else(|e| e, |_| 0)
+        match CQS.release(cq.cast::<UroceCq>(), busy) {
+            Ok(c) => {
+                by_id().remove(&c.inner.id());
+                if let Some(ch) = c.channel {
+                    ch.users.fetch_sub(1, Ordering::AcqRel);
+                }
+                0
+            }
+            Err(e) => e,
+        }
     })
 }
 symver!(ibv_destroy_cq, "IBVERBS_1.1");

@@ -8,6 +8,7 @@
 //! ([`guard`] turns one into EIO).
 
 pub mod abi;
+mod channel;
 mod cq;
 mod device;
 mod handles;

@@ -55,7 +55,6 @@ macro_rules! does_nothing {
 }
 
 returns_errno! {
-    ibv_destroy_comp_channel @ "IBVERBS_1.0",
     ibv_attach_mcast @ "IBVERBS_1.1",
     ibv_destroy_ah @ "IBVERBS_1.1",
     ibv_destroy_srq @ "IBVERBS_1.1",
@@ -71,7 +70,6 @@ returns_errno! {
 }
 
 returns_null! {
-    ibv_create_comp_channel @ "IBVERBS_1.0",
     ibv_create_ah @ "IBVERBS_1.1",
     ibv_create_ah_from_wc @ "IBVERBS_1.1",
     ibv_create_srq @ "IBVERBS_1.1",
@@ -85,7 +83,6 @@ returns_null! {
 
 returns_minus_one! { libc::EOPNOTSUPP;
     ibv_get_async_event @ "IBVERBS_1.1",
-    ibv_get_cq_event @ "IBVERBS_1.1",
 }
 
 does_nothing! {
@@ -93,7 +90,6 @@ does_nothing! {
     ibv_copy_path_rec_to_kern @ "IBVERBS_1.0",
     ibv_copy_qp_attr_from_kern @ "IBVERBS_1.0",
     ibv_ack_async_event @ "IBVERBS_1.1",
-    ibv_ack_cq_events @ "IBVERBS_1.1",
     ibv_copy_ah_attr_from_kern @ "IBVERBS_1.1",
     ibv_unimport_mr @ "IBVERBS_1.10",
     ibv_unimport_pd @ "IBVERBS_1.10",
