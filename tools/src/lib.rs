@@ -7,6 +7,7 @@
 pub mod common;
 pub mod devinfo;
 pub mod dump;
+pub mod exec;
 pub mod loopback;
 pub mod perf;
 pub mod pingpong;

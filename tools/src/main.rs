@@ -25,6 +25,8 @@ enum Command {
     Perf(uroce_tools::perf::PerfArgs),
     /// rping over rdma_cm, like rdma-core's rping (same flags, protocol and output).
     Rping(uroce_tools::rping::RpingArgs),
+    /// Run an unmodified RDMA program over uroce's drop-in libibverbs (bash scripts/dropin installs it).
+    Exec(uroce_tools::exec::ExecArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,5 +38,6 @@ fn main() -> ExitCode {
         Command::UdPingpong(args) => uroce_tools::pingpong::run_ud(&args),
         Command::Perf(args) => uroce_tools::perf::run(&args),
         Command::Rping(args) => uroce_tools::rping::run(&args),
+        Command::Exec(args) => uroce_tools::exec::run(&args),
     }
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{is_root, run, uroce};
+use common::{is_root, outcome, run, uroce};
 use uroce_verbs::TestNet;
 
 /// `uroce ARGS` fails with exactly `message` on stderr (one line) and `code`.
@@ -198,4 +198,25 @@ fn rping_flags_that_cannot_work_are_refused() {
         22,
         "uroce rping: --cm-retries 30: give 0 to 15 (the REQ carries 4 bits; the kernel's is 15)",
     );
+}
+
+/// `uroce exec` without the drop-in installed says how to install it; a
+/// program that does not exist is named.
+#[test]
+fn exec_says_what_is_missing() {
+    let (code, out, err) =
+        outcome(uroce().args(["exec", "--", "true"]).env("UROCE_DROPIN_DIR", "/nonexistent").output().unwrap());
+    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(
+        err.trim_end(),
+        "uroce exec: no drop-in libibverbs in /nonexistent: run `bash scripts/dropin` first (or set UROCE_DROPIN_DIR to where it is)"
+    );
+    let dir = std::env::temp_dir().join(format!("uroce-exec-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("libibverbs.so.1"), b"").unwrap();
+    let (code, _, err) =
+        outcome(uroce().args(["exec", "--", "/nonexistent/prog"]).env("UROCE_DROPIN_DIR", &dir).output().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 127);
+    assert!(err.starts_with("uroce exec: cannot run /nonexistent/prog: "), "{err}");
 }
