@@ -6,7 +6,7 @@
 use super::abi::{IbvContext, IbvMr, IbvPd};
 use super::device::context_of;
 use super::handles::{unused, Live};
-use super::{guard, set_errno, symver};
+use super::{guard, refused, set_errno, symver};
 use crate::explain::explain;
 use core::ffi::{c_int, c_uint, c_void};
 use core::ptr::{self, NonNull};
@@ -105,10 +105,7 @@ fn reg_mr(pd: *mut IbvPd, addr: *mut c_void, length: usize, iova: u64, access: c
     // which the caller keeps until ibv_dereg_mr, as ibv_reg_mr's contract
     // says; dereg waits for any access in flight.
     let region = unsafe { RawRegion::new(start, length) };
-    let inner = p.inner.reg_user_mr(region, iova, AccessFlags(access)).map_err(|e| {
-        explain("ibv_reg_mr", &e.to_string());
-        e.errno()
-    })?;
+    let inner = p.inner.reg_user_mr(region, iova, AccessFlags(access)).map_err(refused("ibv_reg_mr"))?;
     static HANDLES: AtomicU32 = AtomicU32::new(0);
     let mr = IbvMr {
         context: p.inner_context(),

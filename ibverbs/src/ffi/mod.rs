@@ -17,6 +17,7 @@ mod qp;
 mod strings;
 mod unsupported;
 
+use crate::explain::explain;
 use core::ffi::c_int;
 
 /// Gives the symbol `$name` (a `#[no_mangle]` item of this crate) the version
@@ -28,6 +29,14 @@ macro_rules! symver {
     };
 }
 pub(crate) use symver;
+
+/// An engine refusal as C's errno, said first if explanations are on.
+pub fn refused(verb: &str) -> impl Fn(uroce_verbs::Error) -> c_int + '_ {
+    move |e| {
+        explain(verb, &e.to_string());
+        e.errno()
+    }
+}
 
 /// Sets the calling thread's errno.
 pub fn set_errno(e: c_int) {

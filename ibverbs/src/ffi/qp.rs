@@ -7,7 +7,7 @@ use super::abi::*;
 use super::cq::{UroceCq, CQS};
 use super::handles::Live;
 use super::memory::{UrocePd, PDS};
-use super::{guard, set_errno, symver};
+use super::{guard, refused, set_errno, symver};
 use crate::explain::explain;
 use core::ffi::{c_int, c_void};
 use core::ptr;
@@ -80,10 +80,7 @@ fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp, c_i
     let mut init = QpInit::new(qp_type, &send_cq.inner, &recv_cq.inner);
     init.cap = cap_of(&a.cap);
     init.sq_sig_all = a.sq_sig_all != 0;
-    let inner = p.inner.create_qp(&init).map_err(|e| {
-        explain("ibv_create_qp", &e.to_string());
-        e.errno()
-    })?;
+    let inner = p.inner.create_qp(&init).map_err(refused("ibv_create_qp"))?;
     // SAFETY: all-zero is a valid IbvQp (NULL pointers, zero numbers, an
     // unlocked mutex, an initialized condition variable).
     let mut qp: IbvQp = unsafe { core::mem::zeroed() };
@@ -193,10 +190,7 @@ pub extern "C" fn ibv_modify_qp(qp: *mut IbvQp, attr: *mut IbvQpAttr, mask: c_in
         // SAFETY: attr points at the caller's struct ibv_qp_attr.
         let a = unsafe { &*attr };
         let result = attr_of(a).and_then(|engine_attr| {
-            q.inner.modify(&engine_attr, QpAttrMask(mask as u32)).map_err(|e| {
-                explain("ibv_modify_qp", &e.to_string());
-                e.errno()
-            })
+            q.inner.modify(&engine_attr, QpAttrMask(mask as u32)).map_err(refused("ibv_modify_qp"))
         });
         if result.is_ok() {
             // `qp->state` is read by programs directly: keep it true.
@@ -304,63 +298,61 @@ fn send_wr_of(w: &IbvSendWr, qp_type: c_int) -> Result<SendWr, c_int> {
     Ok(SendWr { wr_id: w.wr_id, sg_list: sges(w.sg_list, w.num_sge)?, op, flags: SendFlags(w.send_flags), ud: None })
 }
 
-/// `ops.post_send`: the chain from `wr`; on failure `*bad_wr` is the first
-/// request not posted (those before it are).
+/// Posts the NULL-terminated chain of work requests from `wr` with `post`;
+/// on failure `*bad_wr` is the first request not posted (those before it
+/// are), and its errno is returned.
+fn post_chain<W>(
+    qp: *mut IbvQp,
+    wr: *mut W,
+    bad_wr: *mut *mut W,
+    next: fn(&W) -> *mut W,
+    post: impl Fn(&UroceQp, &W) -> Result<(), c_int>,
+) -> c_int {
+    let fail = |at: *mut W, e: c_int| {
+        if !bad_wr.is_null() {
+            // SAFETY: bad_wr is the caller's out-pointer (checked non-NULL).
+            unsafe { *bad_wr = at };
+        }
+        e
+    };
+    let Some(q) = QPS.get(qp.cast::<UroceQp>()) else { return fail(wr, libc::EINVAL) };
+    let mut at = wr;
+    while !at.is_null() {
+        // SAFETY: a node of the caller's NULL-terminated list.
+        let w = unsafe { &*at };
+        if let Err(e) = post(q, w) {
+            return fail(at, e);
+        }
+        at = next(w);
+    }
+    0
+}
+
+/// `ops.post_send`: the chain from `wr`.
 pub extern "C" fn post_send(qp: *mut IbvQp, wr: *mut IbvSendWr, bad_wr: *mut *mut IbvSendWr) -> c_int {
     guard(libc::EIO, || {
-        let fail = |at: *mut IbvSendWr, e: c_int| {
-            if !bad_wr.is_null() {
-                // SAFETY: bad_wr is the caller's out-pointer (checked non-NULL).
-                unsafe { *bad_wr = at };
-            }
-            e
-        };
-        let Some(q) = QPS.get(qp.cast::<UroceQp>()) else { return fail(wr, libc::EINVAL) };
-        let mut at = wr;
-        while !at.is_null() {
-            // SAFETY: a node of the caller's NULL-terminated list.
-            let w = unsafe { &*at };
-            let posted = send_wr_of(w, q.qp.qp_type).and_then(|sw| {
-                q.inner.post_send(&sw).map_err(|e| {
-                    explain("ibv_post_send", &e.to_string());
-                    e.errno()
-                })
-            });
-            if let Err(e) = posted {
-                return fail(at, e);
-            }
-            at = w.next;
-        }
-        0
+        post_chain(
+            qp,
+            wr,
+            bad_wr,
+            |w| w.next,
+            |q, w| q.inner.post_send(&send_wr_of(w, q.qp.qp_type)?).map_err(refused("ibv_post_send")),
+        )
     })
 }
 
-/// `ops.post_recv`: the chain from `wr`, as `post_send` does.
+/// `ops.post_recv`: the chain from `wr`.
 pub extern "C" fn post_recv(qp: *mut IbvQp, wr: *mut IbvRecvWr, bad_wr: *mut *mut IbvRecvWr) -> c_int {
     guard(libc::EIO, || {
-        let fail = |at: *mut IbvRecvWr, e: c_int| {
-            if !bad_wr.is_null() {
-                // SAFETY: bad_wr is the caller's out-pointer (checked non-NULL).
-                unsafe { *bad_wr = at };
-            }
-            e
-        };
-        let Some(q) = QPS.get(qp.cast::<UroceQp>()) else { return fail(wr, libc::EINVAL) };
-        let mut at = wr;
-        while !at.is_null() {
-            // SAFETY: a node of the caller's NULL-terminated list.
-            let w = unsafe { &*at };
-            let posted = sges(w.sg_list, w.num_sge).and_then(|sg_list| {
-                q.inner.post_recv(&RecvWr { wr_id: w.wr_id, sg_list }).map_err(|e| {
-                    explain("ibv_post_recv", &e.to_string());
-                    e.errno()
-                })
-            });
-            if let Err(e) = posted {
-                return fail(at, e);
-            }
-            at = w.next;
-        }
-        0
+        post_chain(
+            qp,
+            wr,
+            bad_wr,
+            |w| w.next,
+            |q, w| {
+                let sg_list = sges(w.sg_list, w.num_sge)?;
+                q.inner.post_recv(&RecvWr { wr_id: w.wr_id, sg_list }).map_err(refused("ibv_post_recv"))
+            },
+        )
     })
 }
