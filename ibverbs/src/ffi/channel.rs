@@ -10,8 +10,7 @@ use super::abi::{IbvCompChannel, IbvContext, IbvCq};
 use super::cq::{cq_by_id, UroceCq, CQS};
 use super::device::context_of;
 use super::handles::{unused, Live};
-use super::{guard, set_errno, symver};
-use crate::explain::explain;
+use super::{guard, null_on_err, refused, set_errno, symver};
 use core::ffi::{c_int, c_uint, c_void};
 use core::ptr;
 use std::os::fd::AsRawFd;
@@ -32,21 +31,11 @@ pub static CHANNELS: Live = Live::new();
 #[no_mangle]
 pub extern "C" fn ibv_create_comp_channel(ctx: *mut IbvContext) -> *mut IbvCompChannel {
     guard(ptr::null_mut(), || {
-        let Some(c) = context_of(ctx) else {
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
-        };
-        match c.ctx.create_comp_channel() {
-            Ok(inner) => {
-                let channel = IbvCompChannel { context: ctx, fd: inner.as_raw_fd(), refcnt: 0 };
-                CHANNELS.adopt(Box::new(UroceChannel { channel, inner, users: AtomicUsize::new(0) })).cast()
-            }
-            Err(e) => {
-                explain("ibv_create_comp_channel", &e.to_string());
-                set_errno(e.errno());
-                ptr::null_mut()
-            }
-        }
+        null_on_err(context_of(ctx).ok_or(libc::EINVAL).and_then(|c| {
+            let inner = c.ctx.create_comp_channel().map_err(refused("ibv_create_comp_channel"))?;
+            let channel = IbvCompChannel { context: ctx, fd: inner.as_raw_fd(), refcnt: 0 };
+            Ok(CHANNELS.adopt(Box::new(UroceChannel { channel, inner, users: AtomicUsize::new(0) })).cast())
+        }))
     })
 }
 symver!(ibv_create_comp_channel, "IBVERBS_1.0");

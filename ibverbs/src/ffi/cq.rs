@@ -6,7 +6,7 @@ use super::abi::{IbvCompChannel, IbvContext, IbvCq, IbvWc};
 use super::channel::{UroceChannel, CHANNELS};
 use super::device::context_of;
 use super::handles::{unused, Live};
-use super::{guard, set_errno, symver};
+use super::{guard, null_on_err, refused, symver};
 use crate::explain::explain;
 use core::ffi::{c_int, c_void};
 use core::ptr;
@@ -28,12 +28,6 @@ pub struct UroceCq {
     pub events_delivered: AtomicU32,
     events_acked: AtomicU32,
 }
-
-// SAFETY: the raw pointers are C's own (context, cq_context), only stored
-// and handed back; the uroce handles are Send and Sync.
-unsafe impl Send for UroceCq {}
-// SAFETY: as above.
-unsafe impl Sync for UroceCq {}
 
 pub static CQS: Live = Live::new();
 
@@ -72,6 +66,48 @@ impl UroceCq {
     }
 }
 
+fn create_cq(
+    ctx: *mut IbvContext,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut IbvCompChannel,
+) -> Result<*mut IbvCq, c_int> {
+    let c = context_of(ctx).ok_or(libc::EINVAL)?;
+    let channel_ref = match channel.is_null() {
+        true => None,
+        false => Some(CHANNELS.get(channel.cast::<UroceChannel>()).ok_or(libc::EINVAL)?),
+    };
+    let max = c.ctx.query_device().max_cqe as c_int;
+    if !(1..=max).contains(&cqe) {
+        explain("ibv_create_cq", &format!("{cqe} entries: give 1 to {max}"));
+        return Err(libc::EINVAL);
+    }
+    let inner = c.ctx.create_cq(cqe as usize, channel_ref.map(|ch| &ch.inner)).map_err(refused("ibv_create_cq"))?;
+    // SAFETY: all-zero is a valid IbvCq (NULL pointers, zero counts, an
+    // unlocked mutex and an initialized condition variable).
+    let mut cq: IbvCq = unsafe { core::mem::zeroed() };
+    cq.context = ctx;
+    cq.cq_context = cq_context;
+    cq.handle = CQS.next_handle();
+    cq.cqe = inner.cqe() as c_int;
+    cq.channel = channel;
+    if let Some(ch) = channel_ref {
+        ch.users.fetch_add(1, Ordering::AcqRel);
+    }
+    let id = inner.id();
+    let boxed = Box::new(UroceCq {
+        cq,
+        inner,
+        users: AtomicUsize::new(0),
+        channel: channel_ref,
+        events_delivered: AtomicU32::new(0),
+        events_acked: AtomicU32::new(0),
+    });
+    let raw = CQS.adopt(boxed);
+    by_id().insert(id, raw as usize);
+    Ok(raw.cast())
+}
+
 #[no_mangle]
 pub extern "C" fn ibv_create_cq(
     ctx: *mut IbvContext,
@@ -80,58 +116,7 @@ pub extern "C" fn ibv_create_cq(
     channel: *mut IbvCompChannel,
     _comp_vector: c_int,
 ) -> *mut IbvCq {
-    static HANDLES: AtomicU32 = AtomicU32::new(0);
-    guard(ptr::null_mut(), || {
-        let Some(c) = context_of(ctx) else {
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
-        };
-        let channel_ref = match (channel.is_null(), CHANNELS.get(channel.cast::<UroceChannel>())) {
-            (true, _) => None,
-            (false, Some(ch)) => Some(ch),
-            (false, None) => {
-                set_errno(libc::EINVAL);
-                return ptr::null_mut();
-            }
-        };
-        let max = c.ctx.query_device().max_cqe as c_int;
-        if !(1..=max).contains(&cqe) {
-            explain("ibv_create_cq", &format!("{cqe} entries: give 1 to {max}"));
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
-        }
-        let inner = match c.ctx.create_cq(cqe as usize, channel_ref.map(|ch| &ch.inner)) {
-            Ok(cq) => cq,
-            Err(e) => {
-                explain("ibv_create_cq", &e.to_string());
-                set_errno(e.errno());
-                return ptr::null_mut();
-            }
-        };
-        // SAFETY: all-zero is a valid IbvCq (NULL pointers, zero counts, an
-        // unlocked mutex and an initialized condition variable).
-        let mut cq: IbvCq = unsafe { core::mem::zeroed() };
-        cq.context = ctx;
-        cq.cq_context = cq_context;
-        cq.handle = HANDLES.fetch_add(1, Ordering::Relaxed);
-        cq.cqe = inner.cqe() as c_int;
-        cq.channel = channel;
-        if let Some(ch) = channel_ref {
-            ch.users.fetch_add(1, Ordering::AcqRel);
-        }
-        let id = inner.id();
-        let boxed = Box::new(UroceCq {
-            cq,
-            inner,
-            users: AtomicUsize::new(0),
-            channel: channel_ref,
-            events_delivered: AtomicU32::new(0),
-            events_acked: AtomicU32::new(0),
-        });
-        let raw = CQS.adopt(boxed);
-        by_id().insert(id, raw as usize);
-        raw.cast()
-    })
+    guard(ptr::null_mut(), || null_on_err(create_cq(ctx, cqe, cq_context, channel)))
 }
 symver!(ibv_create_cq, "IBVERBS_1.1");
 
@@ -183,7 +168,8 @@ fn to_c(wc: &WorkCompletion) -> IbvWc {
 /// negative errno.
 pub extern "C" fn poll_cq(cq: *mut IbvCq, n: c_int, out: *mut IbvWc) -> c_int {
     guard(-libc::EIO, || {
-        let Some(c) = CQS.get(cq.cast::<UroceCq>()) else { return -libc::EINVAL };
+        // SAFETY: the program passes a CQ of its context, as rdma-core requires.
+        let Some(c) = (unsafe { CQS.on_data_path(cq.cast::<UroceCq>()) }) else { return -libc::EINVAL };
         if n < 0 || (n > 0 && out.is_null()) {
             return -libc::EINVAL;
         }
@@ -209,7 +195,8 @@ pub extern "C" fn poll_cq(cq: *mut IbvCq, n: c_int, out: *mut IbvWc) -> c_int {
 /// `ops.req_notify_cq`: arms the CQ's completion event.
 pub extern "C" fn req_notify_cq(cq: *mut IbvCq, solicited_only: c_int) -> c_int {
     guard(libc::EIO, || {
-        let Some(c) = CQS.get(cq.cast::<UroceCq>()) else { return libc::EINVAL };
+        // SAFETY: the program passes a CQ of its context, as rdma-core requires.
+        let Some(c) = (unsafe { CQS.on_data_path(cq.cast::<UroceCq>()) }) else { return libc::EINVAL };
         c.inner.req_notify(solicited_only != 0).map_or_else(|e| e.errno(), |_| 0)
     })
 }

@@ -5,7 +5,7 @@
 
 use crate::explain::explain;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// Whether an object that `users` other objects still use may go: EBUSY
@@ -20,16 +20,25 @@ pub fn unused(users: &AtomicUsize, verb: &str, what: &str) -> Result<(), i32> {
     }
 }
 
-/// The addresses of the live objects of one kind.
-pub struct Live(Mutex<BTreeSet<usize>>);
+/// The addresses of the live objects of one kind, and the numbers they are
+/// given (`handle`, as the kernel numbers each kind's objects).
+pub struct Live {
+    set: Mutex<BTreeSet<usize>>,
+    handles: AtomicU32,
+}
 
 impl Live {
     pub const fn new() -> Live {
-        Live(Mutex::new(BTreeSet::new()))
+        Live { set: Mutex::new(BTreeSet::new()), handles: AtomicU32::new(0) }
     }
 
     fn set(&self) -> MutexGuard<'_, BTreeSet<usize>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.set.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The `handle` of the next object of this kind.
+    pub fn next_handle(&self) -> u32 {
+        self.handles.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Leaks `object` into the set and returns the pointer C will hold.
@@ -48,6 +57,20 @@ impl Live {
         // and has not been released (it is in the set); it stays allocated
         // until `release`, which C calls only when it no longer uses it.
         Some(unsafe { &*ptr })
+    }
+
+    /// The object at `ptr` on the data path (`ibv_poll_cq`, `ibv_post_send`,
+    /// ...), where rdma-core follows the pointer with no check and a lock
+    /// shared by every thread would cost each call: NULL is refused, any
+    /// other pointer is taken to be a live object of this kind.
+    ///
+    /// # Safety
+    /// `ptr` is NULL or was made by [`Live::adopt`] of this set and not yet
+    /// released: rdma-core's contract for the inline verbs, which reach
+    /// these through the ops of the context that made the object.
+    pub unsafe fn on_data_path<T>(&self, ptr: *const T) -> Option<&'static T> {
+        // SAFETY: the caller's contract above.
+        unsafe { ptr.as_ref() }
     }
 
     /// Takes the object at `ptr` back out of the set, if it is alive and

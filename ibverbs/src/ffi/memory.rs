@@ -6,11 +6,11 @@
 use super::abi::{IbvContext, IbvMr, IbvPd};
 use super::device::context_of;
 use super::handles::{unused, Live};
-use super::{guard, refused, set_errno, symver};
+use super::{guard, null_on_err, refused, symver};
 use crate::explain::explain;
 use core::ffi::{c_int, c_uint, c_void};
 use core::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use uroce_stack::memory::RawRegion;
 use uroce_verbs::{AccessFlags, Mr, Pd};
 
@@ -35,21 +35,13 @@ pub struct UroceMr {
 pub static PDS: Live = Live::new();
 static MRS: Live = Live::new();
 
-/// Handles numbered as the kernel numbers them, per kind, for programs that print them.
-fn next_handle(counter: &AtomicU32) -> u32 {
-    counter.fetch_add(1, Ordering::Relaxed)
-}
-
 #[no_mangle]
 pub extern "C" fn ibv_alloc_pd(ctx: *mut IbvContext) -> *mut IbvPd {
-    static HANDLES: AtomicU32 = AtomicU32::new(0);
     guard(ptr::null_mut(), || {
-        let Some(c) = context_of(ctx) else {
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
-        };
-        let pd = IbvPd { context: ctx, handle: next_handle(&HANDLES) };
-        PDS.adopt(Box::new(UrocePd { pd, inner: c.ctx.alloc_pd(), users: AtomicUsize::new(0) })).cast()
+        null_on_err(context_of(ctx).ok_or(libc::EINVAL).map(|c| {
+            let pd = IbvPd { context: ctx, handle: PDS.next_handle() };
+            PDS.adopt(Box::new(UrocePd { pd, inner: c.ctx.alloc_pd(), users: AtomicUsize::new(0) })).cast()
+        }))
     })
 }
 symver!(ibv_alloc_pd, "IBVERBS_1.1");
@@ -106,13 +98,12 @@ fn reg_mr(pd: *mut IbvPd, addr: *mut c_void, length: usize, iova: u64, access: c
     // says; dereg waits for any access in flight.
     let region = unsafe { RawRegion::new(start, length) };
     let inner = p.inner.reg_user_mr(region, iova, AccessFlags(access)).map_err(refused("ibv_reg_mr"))?;
-    static HANDLES: AtomicU32 = AtomicU32::new(0);
     let mr = IbvMr {
-        context: p.inner_context(),
+        context: p.c_context(),
         pd,
         addr,
         length,
-        handle: next_handle(&HANDLES),
+        handle: MRS.next_handle(),
         lkey: inner.lkey(),
         rkey: inner.rkey(),
     };
@@ -122,19 +113,14 @@ fn reg_mr(pd: *mut IbvPd, addr: *mut c_void, length: usize, iova: u64, access: c
 
 impl UrocePd {
     /// The `ibv_context` this PD was allocated on.
-    pub fn inner_context(&self) -> *mut IbvContext {
+    pub fn c_context(&self) -> *mut IbvContext {
         self.pd.context
     }
 }
 
 /// The C face of `reg_mr`: the region, or NULL with errno.
 fn reg_mr_or_null(pd: *mut IbvPd, addr: *mut c_void, length: usize, iova: u64, access: c_uint) -> *mut IbvMr {
-    guard(ptr::null_mut(), || {
-        reg_mr(pd, addr, length, iova, access).unwrap_or_else(|e| {
-            set_errno(e);
-            ptr::null_mut()
-        })
-    })
+    guard(ptr::null_mut(), || null_on_err(reg_mr(pd, addr, length, iova, access)))
 }
 
 #[no_mangle]

@@ -14,6 +14,7 @@ mod device;
 mod handles;
 mod memory;
 mod qp;
+mod query;
 mod strings;
 mod unsupported;
 
@@ -37,6 +38,26 @@ pub fn refused(verb: &str) -> impl Fn(uroce_verbs::Error) -> c_int + '_ {
         e.errno()
     }
 }
+
+/// A verb that returns a pointer: the object, or NULL with errno set.
+pub fn null_on_err<T>(made: Result<*mut T, c_int>) -> *mut T {
+    made.unwrap_or_else(|e| {
+        set_errno(e);
+        core::ptr::null_mut()
+    })
+}
+
+/// `$f`, a function of type `$ty`, as a slot of a table C calls through
+/// (`ibv_context.ops`, `verbs_context`).
+macro_rules! slot {
+    ($f:expr, $ty:ty) => {
+        // SAFETY: a function pointer turned into the generic slot type; C
+        // calls the slot with the arguments verbs.h gives it, which are the
+        // function's (or, for the unsupported ones, more than it reads).
+        Some(unsafe { core::mem::transmute::<$ty, unsafe extern "C" fn()>($f) })
+    };
+}
+pub(crate) use slot;
 
 /// Sets the calling thread's errno.
 pub fn set_errno(e: c_int) {

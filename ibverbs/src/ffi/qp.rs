@@ -7,11 +7,11 @@ use super::abi::*;
 use super::cq::{UroceCq, CQS};
 use super::handles::Live;
 use super::memory::{UrocePd, PDS};
-use super::{guard, refused, set_errno, symver};
+use super::{guard, null_on_err, refused, symver};
 use crate::explain::explain;
 use core::ffi::{c_int, c_void};
 use core::ptr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use uroce_verbs::{
     AccessFlags, AddressVector, Gid, Mtu, Qp, QpAttr, QpAttrMask, QpCap, QpInit, QpState, QpType, RecvWr, SendFlags,
     SendWr, Sge, WrOp,
@@ -31,12 +31,6 @@ pub struct UroceQp {
     send_cq: &'static UroceCq,
     recv_cq: &'static UroceCq,
 }
-
-// SAFETY: the raw pointers are C's own handles, only stored and handed back;
-// the uroce handles are Send and Sync.
-unsafe impl Send for UroceQp {}
-// SAFETY: as above.
-unsafe impl Sync for UroceQp {}
 
 static QPS: Live = Live::new();
 
@@ -60,7 +54,6 @@ fn cap_of(c: &IbvQpCap) -> QpCap {
 }
 
 fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp, c_int> {
-    static HANDLES: AtomicU32 = AtomicU32::new(0);
     let p = PDS.get(pd.cast::<UrocePd>()).ok_or(libc::EINVAL)?;
     if attr.is_null() {
         return Err(libc::EINVAL);
@@ -84,12 +77,12 @@ fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp, c_i
     // SAFETY: all-zero is a valid IbvQp (NULL pointers, zero numbers, an
     // unlocked mutex, an initialized condition variable).
     let mut qp: IbvQp = unsafe { core::mem::zeroed() };
-    qp.context = p.inner_context();
+    qp.context = p.c_context();
     qp.qp_context = a.qp_context;
     qp.pd = pd;
     qp.send_cq = a.send_cq;
     qp.recv_cq = a.recv_cq;
-    qp.handle = HANDLES.fetch_add(1, Ordering::Relaxed);
+    qp.handle = QPS.next_handle();
     qp.qp_num = inner.qp_num();
     qp.state = QpState::Reset as c_int;
     qp.qp_type = a.qp_type;
@@ -112,12 +105,7 @@ fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp, c_i
 
 #[no_mangle]
 pub extern "C" fn ibv_create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> *mut IbvQp {
-    guard(ptr::null_mut(), || {
-        create_qp(pd, attr).unwrap_or_else(|e| {
-            set_errno(e);
-            ptr::null_mut()
-        })
-    })
+    guard(ptr::null_mut(), || null_on_err(create_qp(pd, attr)))
 }
 symver!(ibv_create_qp, "IBVERBS_1.1");
 
@@ -142,7 +130,7 @@ fn state_of(v: c_int) -> Option<QpState> {
 }
 
 /// The engine's attributes from C's, for the fields `mask` names.
-fn attr_of(a: &IbvQpAttr) -> Result<QpAttr, c_int> {
+fn attr_of(a: &IbvQpAttr) -> QpAttr {
     let mut out = QpAttr { qp_state: state_of(a.qp_state).unwrap_or_default(), ..QpAttr::default() };
     out.cur_qp_state = state_of(a.cur_qp_state).unwrap_or_default();
     out.path_mtu = Mtu::from_enum(a.path_mtu as u8).unwrap_or_default();
@@ -169,7 +157,7 @@ fn attr_of(a: &IbvQpAttr) -> Result<QpAttr, c_int> {
     out.max_rd_atomic = a.max_rd_atomic;
     out.max_dest_rd_atomic = a.max_dest_rd_atomic;
     out.en_sqd_async_notify = a.en_sqd_async_notify != 0;
-    Ok(out)
+    out
 }
 
 /// `IBV_QP_RATE_LIMIT`: the one mask bit past the engine's that rdma-core
@@ -189,9 +177,7 @@ pub extern "C" fn ibv_modify_qp(qp: *mut IbvQp, attr: *mut IbvQpAttr, mask: c_in
         }
         // SAFETY: attr points at the caller's struct ibv_qp_attr.
         let a = unsafe { &*attr };
-        let result = attr_of(a).and_then(|engine_attr| {
-            q.inner.modify(&engine_attr, QpAttrMask(mask as u32)).map_err(refused("ibv_modify_qp"))
-        });
+        let result = q.inner.modify(&attr_of(a), QpAttrMask(mask as u32)).map_err(refused("ibv_modify_qp"));
         if result.is_ok() {
             // `qp->state` is read by programs directly: keep it true.
             let state = q.inner.state() as c_int;
@@ -315,7 +301,8 @@ fn post_chain<W>(
         }
         e
     };
-    let Some(q) = QPS.get(qp.cast::<UroceQp>()) else { return fail(wr, libc::EINVAL) };
+    // SAFETY: the program passes a QP of its context, as rdma-core requires.
+    let Some(q) = (unsafe { QPS.on_data_path(qp.cast::<UroceQp>()) }) else { return fail(wr, libc::EINVAL) };
     let mut at = wr;
     while !at.is_null() {
         // SAFETY: a node of the caller's NULL-terminated list.

@@ -9,7 +9,6 @@
 //! the arguments its caller passed, and the caller cleans up (so variadic
 //! callers of `__verbs_log` are fine too); only the return type matters.
 
-use super::abi::{IbvContextOps, IbvCq, IbvQp, IbvRecvWr, IbvSendWr, IbvWc};
 use super::{set_errno, symver};
 use core::ffi::{c_int, c_void};
 
@@ -296,9 +295,9 @@ returns_minus_one! { libc::ENOSYS;
     rwritev @ "RDMACM_1.0",
 }
 
-/// A post to a QP or SRQ uroce cannot create yet: EOPNOTSUPP, with the
+/// A post to an SRQ, which uroce cannot create yet: EOPNOTSUPP, with the
 /// first WR named as the bad one (`*bad_wr`).
-extern "C" fn post_unsupported(_queue: *mut c_void, wr: *mut c_void, bad_wr: *mut *mut c_void) -> c_int {
+pub extern "C" fn post_unsupported(_queue: *mut c_void, wr: *mut c_void, bad_wr: *mut *mut c_void) -> c_int {
     if !bad_wr.is_null() {
         // SAFETY: bad_wr is the caller's out-pointer (checked non-NULL).
         unsafe { *bad_wr = wr };
@@ -306,45 +305,17 @@ extern "C" fn post_unsupported(_queue: *mut c_void, wr: *mut c_void, bad_wr: *mu
     libc::EOPNOTSUPP
 }
 
-extern "C" fn errno_unsupported() -> c_int {
+/// A memory-window verb that answers an errno.
+pub extern "C" fn errno_unsupported() -> c_int {
     libc::EOPNOTSUPP
 }
 
-extern "C" fn null_unsupported() -> *mut c_void {
+/// A memory-window verb that answers a pointer.
+pub extern "C" fn null_unsupported() -> *mut c_void {
     set_errno(libc::EOPNOTSUPP);
     core::ptr::null_mut()
 }
 
-type PostFn = extern "C" fn(*mut c_void, *mut c_void, *mut *mut c_void) -> c_int;
-type PostSendFn = extern "C" fn(*mut IbvQp, *mut IbvSendWr, *mut *mut IbvSendWr) -> c_int;
-type PostRecvFn = extern "C" fn(*mut IbvQp, *mut IbvRecvWr, *mut *mut IbvRecvWr) -> c_int;
-type PollFn = extern "C" fn(*mut IbvCq, c_int, *mut IbvWc) -> c_int;
-type NotifyFn = extern "C" fn(*mut IbvCq, c_int) -> c_int;
-type IntFn = extern "C" fn() -> c_int;
-type PtrFn = extern "C" fn() -> *mut c_void;
-
-/// The inline verbs call through these slots of `ibv_context.ops`: none may
-/// be NULL (a call through NULL is a crash), so those not served yet answer
-/// EOPNOTSUPP.
-pub fn fill_context_ops(ops: &mut IbvContextOps) {
-    // SAFETY: a function pointer turned into the generic slot type; C calls
-    // it with the slot's arguments, of which it reads a prefix.
-    let slot = |f: PostFn| Some(unsafe { core::mem::transmute::<PostFn, unsafe extern "C" fn()>(f) });
-    // SAFETY: as above; it reads no argument (System V lets a callee ignore them).
-    let int = |f: IntFn| Some(unsafe { core::mem::transmute::<IntFn, unsafe extern "C" fn()>(f) });
-    // SAFETY: as above.
-    let ptr = |f: PtrFn| Some(unsafe { core::mem::transmute::<PtrFn, unsafe extern "C" fn()>(f) });
-    // SAFETY: as above; the slot's signature is the function's.
-    ops.post_send = Some(unsafe { core::mem::transmute::<PostSendFn, unsafe extern "C" fn()>(super::qp::post_send) });
-    // SAFETY: as above.
-    ops.post_recv = Some(unsafe { core::mem::transmute::<PostRecvFn, unsafe extern "C" fn()>(super::qp::post_recv) });
-    ops.post_srq_recv = slot(post_unsupported);
-    // SAFETY: as above; the slot's signature is the function's.
-    ops.poll_cq = Some(unsafe { core::mem::transmute::<PollFn, unsafe extern "C" fn()>(super::cq::poll_cq) });
-    // SAFETY: as above.
-    ops.req_notify_cq =
-        Some(unsafe { core::mem::transmute::<NotifyFn, unsafe extern "C" fn()>(super::cq::req_notify_cq) });
-    ops.alloc_mw = ptr(null_unsupported);
-    ops.dealloc_mw = int(errno_unsupported);
-    ops.bind_mw = int(errno_unsupported);
-}
+pub type PostFn = extern "C" fn(*mut c_void, *mut c_void, *mut *mut c_void) -> c_int;
+pub type IntFn = extern "C" fn() -> c_int;
+pub type PtrFn = extern "C" fn() -> *mut c_void;
