@@ -65,6 +65,10 @@ fn the_structures_match_rdma_cores_headers() {
         }
         "ibv_gid_entry" => IbvGidEntry { gid, gid_index, port_num, gid_type, ndev_ifindex }
         "ibv_pd" => IbvPd { context, handle }
+        "ibv_ah" => IbvAh { context, pd, handle }
+        "ibv_srq_attr" => IbvSrqAttr { max_wr, max_sge, srq_limit }
+        "ibv_srq_init_attr" => IbvSrqInitAttr { srq_context, attr }
+        "ibv_srq" => IbvSrq { context, srq_context, pd, handle, mutex, cond, events_completed }
         "ibv_mr" => IbvMr { context, pd, addr, length, handle, lkey, rkey }
         "ibv_comp_channel" => IbvCompChannel { context, fd, refcnt }
         "ibv_cq" => IbvCq {

@@ -1,7 +1,8 @@
 //! The drop-in library as unmodified programs see it: its exported symbols
-//! and versions are rdma-core 44's (objdump -T against abi/symbols.txt), and
+//! and versions are rdma-core 44's (objdump -T against abi/symbols.txt),
 //! Debian's own `ibv_devices` and `ibv_devinfo -v` run over it and show a
-//! uroce device as rxe's are shown. A tool that is missing (not root, so
+//! uroce device as rxe's are shown, and the four pingpongs (RC, UC, UD, SRQ)
+//! run between two processes with their buffers checked. A tool that is missing (not root, so
 //! scripts/install-deps could not install it) makes its test say SKIP and why.
 
 mod common;
@@ -122,29 +123,48 @@ fn free_tcp_port() -> u16 {
 
 #[test]
 fn ibv_rc_pingpong_runs_between_two_processes_with_its_data_checked() {
-    rc_pingpong(&[]);
+    pingpong("ibv_rc_pingpong", &["-c"]);
 }
 
 /// `-e`: each end sleeps in `ibv_get_cq_event`, a blocking read of its
 /// completion channel's descriptor, instead of polling.
 #[test]
 fn ibv_rc_pingpong_waits_on_completion_channels() {
-    rc_pingpong(&["-e"]);
+    pingpong("ibv_rc_pingpong", &["-c", "-e"]);
 }
 
-/// Runs Debian's ibv_rc_pingpong between two processes over the drop-in, 50
-/// round trips with its buffers checked (`-c`), plus `extra` flags.
-fn rc_pingpong(extra: &[&str]) {
-    if !have("ibv_rc_pingpong") {
+#[test]
+fn ibv_uc_pingpong_runs_between_two_processes_with_its_data_checked() {
+    pingpong("ibv_uc_pingpong", &["-c"]);
+}
+
+/// UD: address handles from the peer's GID, the 40-byte GRH before each
+/// received message.
+#[test]
+fn ibv_ud_pingpong_runs_between_two_processes_with_its_data_checked() {
+    pingpong("ibv_ud_pingpong", &["-c", "-s", "1024"]);
+}
+
+/// 16 RC QPs on each side taking their receives from one shared receive queue.
+#[test]
+fn ibv_srq_pingpong_runs_between_two_processes_with_its_data_checked() {
+    pingpong("ibv_srq_pingpong", &["-c"]);
+}
+
+/// Runs one of Debian's pingpongs (`tool`) between two processes over the
+/// drop-in, 50 round trips over GID 1, plus `extra` flags.
+fn pingpong(tool: &str, extra: &[&str]) {
+    if !have(tool) {
         return;
     }
     let net = TestNet::new();
     let dir = install_dir();
     let port = free_tcp_port().to_string();
-    let mut args = vec!["-g", "1", "-n", "50", "-c", "-p", &port];
+    let mut args = vec!["-g", "1", "-n", "50", "-p", &port];
     args.extend_from_slice(extra);
     let server = Command::new("timeout")
-        .args(["60", "ibv_rc_pingpong"])
+        .arg("60")
+        .arg(tool)
         .args(&args)
         .env("LD_LIBRARY_PATH", dir.path())
         .env("UROCE_DEVICES", net.udp(1))
@@ -158,7 +178,7 @@ fn rc_pingpong(extra: &[&str]) {
     client_args.push(&host);
     let mut client = (false, String::new());
     for _ in 0..50 {
-        client = run_over_dropin(dir.path(), &net.udp(2), "ibv_rc_pingpong", &client_args);
+        client = run_over_dropin(dir.path(), &net.udp(2), tool, &client_args);
         if client.0 || !client.1.contains("Couldn't connect") {
             break;
         }
@@ -166,8 +186,8 @@ fn rc_pingpong(extra: &[&str]) {
     }
     let server = server.wait_with_output().expect("the server's output");
     let server_text = String::from_utf8_lossy(&server.stdout).into_owned() + &String::from_utf8_lossy(&server.stderr);
-    assert!(client.0, "client: {}\nserver: {server_text}", client.1);
-    assert!(server.status.success(), "server: {server_text}");
+    assert!(client.0, "{tool} client: {}\nserver: {server_text}", client.1);
+    assert!(server.status.success(), "{tool} server: {server_text}");
     for text in [&client.1, &server_text] {
         assert!(text.contains("50 iters in"), "{text}");
         assert!(!text.contains("Failed status"), "{text}");

@@ -274,6 +274,19 @@ impl Qp {
         self.post_send_list(std::slice::from_ref(wr)).map_err(|e| e.error)
     }
 
+    /// `ibv_post_send` of one WR taken by value, with the data of an inline WR
+    /// (`SendFlags::INLINE`) that the caller already copied from its own
+    /// memory, as C's inline SGEs name unregistered memory (their lkeys are
+    /// ignored, as an RNIC ignores them); `None` gathers from the SGEs' regions.
+    pub fn post_send_inline(&self, wr: SendWr, inline: Option<Vec<u8>>) -> Result<(), Error> {
+        let qpn = self.0.qpn;
+        let post = |engine: &mut uroce_transport::engine::Engine| match inline {
+            Some(data) => engine.post_send_inline(qpn, wr, data),
+            None => engine.post_send(qpn, wr),
+        };
+        self.0.pd.context().driver().post(post).map_err(Error::engine("ibv_post_send"))
+    }
+
     /// `ibv_post_send` of a list; stops at the first refused WR and says which.
     pub fn post_send_list(&self, wrs: &[SendWr]) -> Result<(), PostError> {
         self.0.pd.context().driver().post(|engine| {

@@ -14,6 +14,13 @@ pub(crate) struct SrqInner {
     pub handle: SrqHandle,
 }
 
+impl Drop for SrqInner {
+    fn drop(&mut self) {
+        // QPs hold their SRQ: none uses it now.
+        let _ = self.pd.context().driver().lock().engine.destroy_srq(self.handle);
+    }
+}
+
 impl Pd {
     /// `ibv_create_srq`. With `srq_limit` > 0, an `Event::SrqLimitReached`
     /// comes when fewer receives than that remain.
@@ -40,6 +47,13 @@ impl Srq {
     pub fn modify_limit(&self, limit: u32) -> Result<(), Error> {
         let mut core = self.0.pd.context().driver().lock();
         core.engine.modify_srq_limit(self.0.handle, limit).map_err(Error::engine("ibv_modify_srq"))
+    }
+
+    /// `ibv_query_srq`: the sizes it was made with and the limit, 0 once the
+    /// limit event has fired.
+    pub fn attr(&self) -> Result<SrqAttr, Error> {
+        let core = self.0.pd.context().driver().lock();
+        core.engine.srq_attr(self.0.handle).map_err(Error::engine("ibv_query_srq"))
     }
 
     /// Receives posted and not yet consumed.

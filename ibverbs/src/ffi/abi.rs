@@ -243,6 +243,49 @@ pub struct IbvPd {
     pub handle: u32,
 }
 
+/// `struct ibv_ah` (verbs.h:1657).
+#[repr(C)]
+pub struct IbvAh {
+    pub context: *mut IbvContext,
+    pub pd: *mut IbvPd,
+    pub handle: u32,
+}
+
+/// `struct ibv_srq_attr` (verbs.h:772).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvSrqAttr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr` (verbs.h:778).
+#[repr(C)]
+pub struct IbvSrqInitAttr {
+    pub srq_context: *mut c_void,
+    pub attr: IbvSrqAttr,
+}
+
+/// `struct ibv_srq` (verbs.h:1215).
+#[repr(C)]
+pub struct IbvSrq {
+    pub context: *mut IbvContext,
+    pub srq_context: *mut c_void,
+    pub pd: *mut IbvPd,
+    pub handle: u32,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub events_completed: u32,
+}
+
+/// `enum ibv_srq_attr_mask`.
+pub const IBV_SRQ_MAX_WR: c_int = 1;
+pub const IBV_SRQ_LIMIT: c_int = 2;
+
+/// `enum ibv_wc_flags`: IBV_WC_GRH (the first 40 bytes of a UD receive are the GRH).
+pub const IBV_WC_GRH: u32 = 1;
+
 /// `struct ibv_mr` (verbs.h:661).
 #[repr(C)]
 pub struct IbvMr {
@@ -498,6 +541,11 @@ const _: () = {
     assert!(offset_of!(IbvPortAttr, port_cap_flags2) == 48);
     assert!(size_of::<IbvGidEntry>() == 32);
     assert!(size_of::<IbvPd>() == 16);
+    assert!(size_of::<IbvAh>() == 24);
+    assert!(size_of::<IbvSrqAttr>() == 12);
+    assert!(size_of::<IbvSrqInitAttr>() == 24);
+    assert!(size_of::<IbvSrq>() == 128);
+    assert!(offset_of!(IbvSrq, events_completed) == 120);
     assert!(size_of::<IbvMr>() == 48);
     assert!(offset_of!(IbvMr, lkey) == 36);
     assert!(offset_of!(IbvMr, rkey) == 40);

@@ -4,7 +4,7 @@
 
 use super::abi::*;
 use super::handles::Live;
-use super::{copy_c_string, cq, guard, qp, query, set_errno, slot, symver, unsupported};
+use super::{copy_c_string, cq, guard, qp, query, set_errno, slot, srq, symver, unsupported};
 use crate::devices::{configured, DeviceEntry, DEVICES_ENV};
 use crate::explain::explain;
 use core::ffi::{c_char, c_int};
@@ -206,7 +206,7 @@ fn fill_ops(ops: &mut IbvContextOps) {
     ops.req_notify_cq = slot!(cq::req_notify_cq, NotifyFn);
     ops.post_send = slot!(qp::post_send, PostSendFn);
     ops.post_recv = slot!(qp::post_recv, PostRecvFn);
-    ops.post_srq_recv = slot!(unsupported::post_unsupported, unsupported::PostFn);
+    ops.post_srq_recv = slot!(srq::post_srq_recv, PostSrqRecvFn);
     ops.alloc_mw = slot!(unsupported::null_unsupported, unsupported::PtrFn);
     ops.dealloc_mw = slot!(unsupported::errno_unsupported, unsupported::IntFn);
     ops.bind_mw = slot!(unsupported::errno_unsupported, unsupported::IntFn);
@@ -219,6 +219,7 @@ type PollFn = extern "C" fn(*mut IbvCq, c_int, *mut IbvWc) -> c_int;
 type NotifyFn = extern "C" fn(*mut IbvCq, c_int) -> c_int;
 type PostSendFn = extern "C" fn(*mut IbvQp, *mut IbvSendWr, *mut *mut IbvSendWr) -> c_int;
 type PostRecvFn = extern "C" fn(*mut IbvQp, *mut IbvRecvWr, *mut *mut IbvRecvWr) -> c_int;
+type PostSrqRecvFn = extern "C" fn(*mut IbvSrq, *mut IbvRecvWr, *mut *mut IbvRecvWr) -> c_int;
 
 #[no_mangle]
 pub extern "C" fn ibv_close_device(ctx: *mut IbvContext) -> c_int {

@@ -8,6 +8,7 @@
 //! ([`guard`] turns one into EIO).
 
 pub mod abi;
+mod ah;
 mod channel;
 mod cq;
 mod device;
@@ -15,6 +16,7 @@ mod handles;
 mod memory;
 mod qp;
 mod query;
+mod srq;
 mod strings;
 mod unsupported;
 

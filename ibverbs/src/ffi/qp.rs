@@ -1,12 +1,14 @@
 //! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`,
 //! `ibv_destroy_qp`, and the inline `ibv_post_send` / `ibv_post_recv`, which
-//! C calls through the context's ops. RC and UC; UD QPs are created, but a UD
-//! send needs an address handle, which is not served yet (EOPNOTSUPP).
+//! C calls through the context's ops. RC, UC and UD, each with its own
+//! receive queue or an SRQ's.
 
 use super::abi::*;
+use super::ah::ud_dest;
 use super::cq::{UroceCq, CQS};
 use super::handles::Live;
 use super::memory::{UrocePd, PDS};
+use super::srq::{UroceSrq, SRQS};
 use super::{guard, null_on_err, refused, symver};
 use crate::explain::explain;
 use core::ffi::{c_int, c_void};
@@ -30,6 +32,7 @@ pub struct UroceQp {
     pd: &'static UrocePd,
     send_cq: &'static UroceCq,
     recv_cq: &'static UroceCq,
+    srq: Option<&'static UroceSrq>,
 }
 
 static QPS: Live = Live::new();
@@ -64,14 +67,22 @@ fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp, c_i
         explain("ibv_create_qp", &format!("QP type {}: uroce serves RC (2), UC (3) and UD (4)", a.qp_type));
         libc::EOPNOTSUPP
     })?;
-    if !a.srq.is_null() {
-        explain("ibv_create_qp", "shared receive queues are not served by the drop-in yet");
-        return Err(libc::EOPNOTSUPP);
-    }
+    let srq = match a.srq.is_null() {
+        true => None,
+        false => Some(SRQS.get(a.srq.cast::<UroceSrq>()).ok_or(libc::EINVAL)?),
+    };
     let send_cq = CQS.get(a.send_cq.cast::<UroceCq>()).ok_or(libc::EINVAL)?;
     let recv_cq = CQS.get(a.recv_cq.cast::<UroceCq>()).ok_or(libc::EINVAL)?;
     let mut init = QpInit::new(qp_type, &send_cq.inner, &recv_cq.inner);
     init.cap = cap_of(&a.cap);
+    init.srq = srq.map(|s| s.inner.clone());
+    if srq.is_some() {
+        // The QP has no receive queue of its own (the kernel reports zeros).
+        a.cap.max_recv_wr = 0;
+        a.cap.max_recv_sge = 0;
+        init.cap.max_recv_wr = 0;
+        init.cap.max_recv_sge = 0;
+    }
     init.sq_sig_all = a.sq_sig_all != 0;
     let inner = p.inner.create_qp(&init).map_err(refused("ibv_create_qp"))?;
     // SAFETY: all-zero is a valid IbvQp (NULL pointers, zero numbers, an
@@ -82,11 +93,12 @@ fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp, c_i
     qp.pd = pd;
     qp.send_cq = a.send_cq;
     qp.recv_cq = a.recv_cq;
+    qp.srq = a.srq;
     qp.handle = QPS.next_handle();
     qp.qp_num = inner.qp_num();
     qp.state = QpState::Reset as c_int;
     qp.qp_type = a.qp_type;
-    for users in [&p.users, &send_cq.users, &recv_cq.users] {
+    for users in [&p.users, &send_cq.users, &recv_cq.users].into_iter().chain(srq.map(|s| &s.users)) {
         users.fetch_add(1, Ordering::AcqRel);
     }
     let q = UroceQp {
@@ -99,6 +111,7 @@ fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp, c_i
         pd: p,
         send_cq,
         recv_cq,
+        srq,
     };
     Ok(QPS.adopt(Box::new(q)).cast())
 }
@@ -113,7 +126,7 @@ symver!(ibv_create_qp, "IBVERBS_1.1");
 pub extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
     guard(libc::EIO, || match QPS.release(qp.cast::<UroceQp>(), |_| Ok(())) {
         Ok(q) => {
-            for users in [&q.pd.users, &q.send_cq.users, &q.recv_cq.users] {
+            for users in [&q.pd.users, &q.send_cq.users, &q.recv_cq.users].into_iter().chain(q.srq.map(|s| &s.users)) {
                 users.fetch_sub(1, Ordering::AcqRel);
             }
             0
@@ -240,6 +253,7 @@ pub extern "C" fn ibv_query_qp(
         i.qp_context = q.qp.qp_context;
         i.send_cq = q.qp.send_cq;
         i.recv_cq = q.qp.recv_cq;
+        i.srq = q.qp.srq;
         i.cap = cap;
         i.qp_type = q.qp.qp_type;
         0
@@ -257,8 +271,25 @@ fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<Sge>, c_int> {
     Ok(c.iter().map(|s| Sge { addr: s.addr, length: s.length, lkey: s.lkey }).collect())
 }
 
-/// One C send work request as the engine's.
-fn send_wr_of(w: &IbvSendWr, qp_type: c_int) -> Result<SendWr, c_int> {
+/// The data of an inline send, read from the program's memory at post time
+/// as an RNIC does (an inline SGE's lkey is not looked at).
+fn inline_data(list: *const IbvSge, n: c_int) -> Result<Vec<u8>, c_int> {
+    if n < 0 || (n > 0 && list.is_null()) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's array of n ibv_sge (checked non-NULL when n > 0).
+    let c = if n == 0 { &[][..] } else { unsafe { core::slice::from_raw_parts(list, n as usize) } };
+    let mut data = Vec::with_capacity(c.iter().map(|s| s.length as usize).sum());
+    for s in c.iter().filter(|s| s.length > 0) {
+        // SAFETY: an inline SGE names `length` readable bytes of the
+        // program's memory at `addr`, which it must hold until the post returns.
+        data.extend_from_slice(unsafe { core::slice::from_raw_parts(s.addr as usize as *const u8, s.length as usize) });
+    }
+    Ok(data)
+}
+
+/// One C send work request as the engine's, with the data of an inline one.
+fn send_wr_of(w: &IbvSendWr, qp_type: c_int) -> Result<(SendWr, Option<Vec<u8>>), c_int> {
     let rkey = w.wr_8 as u32;
     let imm = u32::from_be(w.imm_data);
     let op = match w.opcode {
@@ -277,22 +308,34 @@ fn send_wr_of(w: &IbvSendWr, qp_type: c_int) -> Result<SendWr, c_int> {
             return Err(libc::EINVAL);
         }
     };
-    if qp_type == IBV_QPT_UD {
-        explain("ibv_post_send", "a UD send needs an address handle, which the drop-in does not serve yet");
-        return Err(libc::EOPNOTSUPP);
-    }
-    Ok(SendWr { wr_id: w.wr_id, sg_list: sges(w.sg_list, w.num_sge)?, op, flags: SendFlags(w.send_flags), ud: None })
+    let ud = match qp_type {
+        // wr.ud: the AH at offset 0, remote_qpn and remote_qkey in the next word.
+        IBV_QPT_UD => Some(ud_dest(w.wr_0 as usize as *const IbvAh, w.wr_8 as u32, (w.wr_8 >> 32) as u32)?),
+        _ => None,
+    };
+    let flags = SendFlags(w.send_flags);
+    let inline = match flags.contains(SendFlags::INLINE) && op.carries_local_data() {
+        true => Some(inline_data(w.sg_list, w.num_sge)?),
+        false => None,
+    };
+    Ok((SendWr { wr_id: w.wr_id, sg_list: sges(w.sg_list, w.num_sge)?, op, flags, ud }, inline))
 }
 
-/// Posts the NULL-terminated chain of work requests from `wr` with `post`;
-/// on failure `*bad_wr` is the first request not posted (those before it
-/// are), and its errno is returned.
-fn post_chain<W>(
-    qp: *mut IbvQp,
+/// One C receive work request as the engine's.
+pub fn recv_wr_of(w: &IbvRecvWr) -> Result<RecvWr, c_int> {
+    Ok(RecvWr { wr_id: w.wr_id, sg_list: sges(w.sg_list, w.num_sge)? })
+}
+
+/// Posts the NULL-terminated chain of work requests from `wr` to `queue`
+/// (a QP or an SRQ; `None`: C passed NULL) with `post`; on failure `*bad_wr`
+/// is the first request not posted (those before it are), and its errno is
+/// returned.
+pub fn post_chain<Q, W>(
+    queue: Option<&Q>,
     wr: *mut W,
     bad_wr: *mut *mut W,
     next: fn(&W) -> *mut W,
-    post: impl Fn(&UroceQp, &W) -> Result<(), c_int>,
+    post: impl Fn(&Q, &W) -> Result<(), c_int>,
 ) -> c_int {
     let fail = |at: *mut W, e: c_int| {
         if !bad_wr.is_null() {
@@ -301,8 +344,7 @@ fn post_chain<W>(
         }
         e
     };
-    // SAFETY: the program passes a QP of its context, as rdma-core requires.
-    let Some(q) = (unsafe { QPS.on_data_path(qp.cast::<UroceQp>()) }) else { return fail(wr, libc::EINVAL) };
+    let Some(q) = queue else { return fail(wr, libc::EINVAL) };
     let mut at = wr;
     while !at.is_null() {
         // SAFETY: a node of the caller's NULL-terminated list.
@@ -318,28 +360,24 @@ fn post_chain<W>(
 /// `ops.post_send`: the chain from `wr`.
 pub extern "C" fn post_send(qp: *mut IbvQp, wr: *mut IbvSendWr, bad_wr: *mut *mut IbvSendWr) -> c_int {
     guard(libc::EIO, || {
-        post_chain(
-            qp,
-            wr,
-            bad_wr,
-            |w| w.next,
-            |q, w| q.inner.post_send(&send_wr_of(w, q.qp.qp_type)?).map_err(refused("ibv_post_send")),
-        )
+        let post = |q: &UroceQp, w: &IbvSendWr| {
+            let (wr, inline) = send_wr_of(w, q.qp.qp_type)?;
+            q.inner.post_send_inline(wr, inline).map_err(refused("ibv_post_send"))
+        };
+        post_chain(data_path_qp(qp), wr, bad_wr, |w| w.next, post)
     })
+}
+
+/// The QP C passed to a post verb.
+fn data_path_qp(qp: *mut IbvQp) -> Option<&'static UroceQp> {
+    // SAFETY: the program passes a QP of its context, as rdma-core requires.
+    unsafe { QPS.on_data_path(qp.cast::<UroceQp>()) }
 }
 
 /// `ops.post_recv`: the chain from `wr`.
 pub extern "C" fn post_recv(qp: *mut IbvQp, wr: *mut IbvRecvWr, bad_wr: *mut *mut IbvRecvWr) -> c_int {
     guard(libc::EIO, || {
-        post_chain(
-            qp,
-            wr,
-            bad_wr,
-            |w| w.next,
-            |q, w| {
-                let sg_list = sges(w.sg_list, w.num_sge)?;
-                q.inner.post_recv(&RecvWr { wr_id: w.wr_id, sg_list }).map_err(refused("ibv_post_recv"))
-            },
-        )
+        let post = |q: &UroceQp, w: &IbvRecvWr| q.inner.post_recv(&recv_wr_of(w)?).map_err(refused("ibv_post_recv"));
+        post_chain(data_path_qp(qp), wr, bad_wr, |w| w.next, post)
     })
 }

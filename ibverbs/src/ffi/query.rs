@@ -106,7 +106,7 @@ fn gid_at(ctx: *mut IbvContext, port: u32, index: u32, verb: &str) -> Result<[u8
     gid_of(context_of(ctx).ok_or(libc::EINVAL)?, port, index, verb)
 }
 
-fn gid_of(c: &UroceContext, port: u32, index: u32, verb: &str) -> Result<[u8; 16], c_int> {
+pub fn gid_of(c: &UroceContext, port: u32, index: u32, verb: &str) -> Result<[u8; 16], c_int> {
     if port != 1 {
         explain(verb, &format!("port {port}: a uroce device has one port, 1"));
         return Err(libc::EINVAL);

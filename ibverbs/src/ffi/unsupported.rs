@@ -55,12 +55,7 @@ macro_rules! does_nothing {
 
 returns_errno! {
     ibv_attach_mcast @ "IBVERBS_1.1",
-    ibv_destroy_ah @ "IBVERBS_1.1",
-    ibv_destroy_srq @ "IBVERBS_1.1",
     ibv_detach_mcast @ "IBVERBS_1.1",
-    ibv_init_ah_from_wc @ "IBVERBS_1.1",
-    ibv_modify_srq @ "IBVERBS_1.1",
-    ibv_query_srq @ "IBVERBS_1.1",
     ibv_rereg_mr @ "IBVERBS_1.1",
     ibv_resize_cq @ "IBVERBS_1.1",
     ibv_resolve_eth_l2_from_gid @ "IBVERBS_1.1",
@@ -69,9 +64,6 @@ returns_errno! {
 }
 
 returns_null! {
-    ibv_create_ah @ "IBVERBS_1.1",
-    ibv_create_ah_from_wc @ "IBVERBS_1.1",
-    ibv_create_srq @ "IBVERBS_1.1",
     ibv_qp_to_qp_ex @ "IBVERBS_1.6",
     ibv_import_device @ "IBVERBS_1.10",
     ibv_import_mr @ "IBVERBS_1.10",
@@ -295,16 +287,6 @@ returns_minus_one! { libc::ENOSYS;
     rwritev @ "RDMACM_1.0",
 }
 
-/// A post to an SRQ, which uroce cannot create yet: EOPNOTSUPP, with the
-/// first WR named as the bad one (`*bad_wr`).
-pub extern "C" fn post_unsupported(_queue: *mut c_void, wr: *mut c_void, bad_wr: *mut *mut c_void) -> c_int {
-    if !bad_wr.is_null() {
-        // SAFETY: bad_wr is the caller's out-pointer (checked non-NULL).
-        unsafe { *bad_wr = wr };
-    }
-    libc::EOPNOTSUPP
-}
-
 /// A memory-window verb that answers an errno.
 pub extern "C" fn errno_unsupported() -> c_int {
     libc::EOPNOTSUPP
@@ -316,6 +298,5 @@ pub extern "C" fn null_unsupported() -> *mut c_void {
     core::ptr::null_mut()
 }
 
-pub type PostFn = extern "C" fn(*mut c_void, *mut c_void, *mut *mut c_void) -> c_int;
 pub type IntFn = extern "C" fn() -> c_int;
 pub type PtrFn = extern "C" fn() -> *mut c_void;

@@ -358,6 +358,18 @@ impl Engine {
         Ok(h)
     }
 
+    /// Destroys an SRQ and drops its posted receives (`ibv_destroy_srq`;
+    /// the caller keeps it alive while QPs use it).
+    pub fn destroy_srq(&mut self, srq: SrqHandle) -> Result<(), Error> {
+        self.sh.srqs.remove(&srq).map(|_| ()).ok_or(Error::NoSuchSrq(srq))
+    }
+
+    /// An SRQ's attributes (`ibv_query_srq`): its limit reads 0 once the
+    /// limit event has fired, until it is armed again.
+    pub fn srq_attr(&self, srq: SrqHandle) -> Result<SrqAttr, Error> {
+        self.sh.srqs.get(&srq).map(|s| s.attr).ok_or(Error::NoSuchSrq(srq))
+    }
+
     /// Arms (or disarms, with 0) the SRQ limit event.
     pub fn modify_srq_limit(&mut self, srq: SrqHandle, limit: u32) -> Result<(), Error> {
         let s = self.sh.srqs.get_mut(&srq).ok_or(Error::NoSuchSrq(srq))?;
@@ -468,8 +480,20 @@ impl Engine {
     /// `ibv_post_send`. Errors are the ones `ibv_post_send` returns; a WR that
     /// fails later (a bad lkey, a remote error) fails in its completion.
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), Error> {
+        self.post_send_with(qpn, wr, None)
+    }
+
+    /// `ibv_post_send` of an inline WR (`SendFlags::INLINE`) whose data the
+    /// caller gathered from its own memory at post time: `data` is sent and
+    /// the SGEs, which need name no region, only give its length (their sum
+    /// must be `data.len()`), as an RNIC ignores an inline SGE's lkey.
+    pub fn post_send_inline(&mut self, qpn: u32, wr: SendWr, data: Vec<u8>) -> Result<(), Error> {
+        self.post_send_with(qpn, wr, Some(data))
+    }
+
+    fn post_send_with(&mut self, qpn: u32, wr: SendWr, inline: Option<Vec<u8>>) -> Result<(), Error> {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
-        let r = requester::post(qp, &mut self.sh, wr);
+        let r = requester::post(qp, &mut self.sh, wr, inline);
         self.settle(qpn);
         r
     }

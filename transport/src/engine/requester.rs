@@ -21,8 +21,11 @@ pub const MAX_UNACKED_PSNS: i32 = 128;
 /// Ask for an ACK at least this often within a long message (rxe's RXE_MAX_PKT_PER_ACK).
 pub const ACK_REQ_INTERVAL: u32 = 64;
 
-/// `ibv_post_send` for one WR.
-pub(crate) fn post(qp: &mut Qp, sh: &mut EngineState, wr: SendWr) -> Result<(), Error> {
+/// `ibv_post_send` for one WR. `inline` is the data of an inline WR that the
+/// caller copied from its own memory (the drop-in library: C's inline SGEs
+/// name plain process memory, no region); without it an inline WR's SGEs
+/// must name registered memory.
+pub(crate) fn post(qp: &mut Qp, sh: &mut EngineState, wr: SendWr, inline: Option<Vec<u8>>) -> Result<(), Error> {
     let (qpn, state, t) = (qp.qpn, qp.state(), qp.qp_type());
     if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
         return Err(Error::InvalidState { qpn, state, verb: "post_send" });
@@ -50,7 +53,7 @@ pub(crate) fn post(qp: &mut Qp, sh: &mut EngineState, wr: SendWr) -> Result<(), 
         if wqe.len > cap.max_inline_data {
             return Err(Error::InlineTooLong { given: wqe.len as usize, max: cap.max_inline_data });
         }
-        match copy_inline(sh, qp, &wqe) {
+        match inline.filter(|data| data.len() == wqe.len as usize).or_else(|| copy_inline(sh, qp, &wqe)) {
             Some(data) => wqe.inline = Some(data),
             None => wqe.local_error = Some(WcStatus::LocProtErr),
         }

@@ -1,0 +1,189 @@
+/* UD QPs, address handles, shared receive queues and inline sends through
+ * the drop-in libibverbs, with rdma-core's answers to bad input: QP A sends
+ * inline from the stack (no registered memory, lkey 0) to QP B, which takes
+ * its receives from an SRQ; B answers through an AH made from the completion
+ * (ibv_create_ah_from_wc). Built with gcc against rdma-core's headers
+ * (ibverbs/tests/c_programs.rs); prints "ok" and exits 0, or names the
+ * failed check and exits 1. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <infiniband/verbs.h>
+
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: check failed: %s (errno %d)\n", \
+				__FILE__, __LINE__, #cond, errno);             \
+			exit(1);                                               \
+		}                                                              \
+	} while (0)
+
+#define QKEY 0x11111111
+#define GRH 40
+
+/* One completion from cq within five seconds. */
+static struct ibv_wc wait_one(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, &wc);
+		CHECK(n >= 0);
+		if (n == 1)
+			return wc;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		CHECK(t.tv_sec - t0.tv_sec < 5);
+	}
+}
+
+static struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1,
+			 .max_recv_sge = 1, .max_inline_data = 64 },
+	};
+	struct ibv_qp *qp = ibv_create_qp(pd, &init);
+	CHECK(qp && qp->srq == srq);
+	if (srq)
+		CHECK(init.cap.max_recv_wr == 0); /* no receive queue of its own */
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY };
+	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
+	a.qp_state = IBV_QPS_RTR;
+	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0);
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 7;
+	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+	return qp;
+}
+
+static void srq_checks(struct ibv_pd *pd)
+{
+	struct ibv_srq_init_attr bad = { .attr = { .max_wr = 0, .max_sge = 1 } };
+	errno = 0;
+	CHECK(!ibv_create_srq(pd, &bad) && errno == EINVAL);
+	bad.attr.max_wr = 1 << 30;
+	errno = 0;
+	CHECK(!ibv_create_srq(pd, &bad) && errno == EINVAL);
+}
+
+int main(void)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	CHECK(list && n >= 1);
+	struct ibv_context *ctx = ibv_open_device(list[0]);
+	CHECK(ctx);
+	ibv_free_device_list(list);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 32, NULL, NULL, 0);
+	CHECK(pd && cq);
+	srq_checks(pd);
+
+	/* An SRQ of 2 receives grows to rxe's smallest, 4, and says so. */
+	struct ibv_srq_init_attr sinit = { .srq_context = (void *)0x55, .attr = { .max_wr = 2, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(pd, &sinit);
+	CHECK(srq && srq->srq_context == (void *)0x55 && srq->pd == pd && sinit.attr.max_wr == 4);
+	struct ibv_srq_attr sattr = { .srq_limit = 9 };
+	CHECK(ibv_modify_srq(srq, &sattr, IBV_SRQ_LIMIT) == EINVAL); /* past max_wr */
+	sattr.max_wr = 64;
+	CHECK(ibv_modify_srq(srq, &sattr, IBV_SRQ_MAX_WR) == EOPNOTSUPP);
+	sattr.srq_limit = 2;
+	CHECK(ibv_modify_srq(srq, &sattr, IBV_SRQ_LIMIT) == 0);
+	CHECK(ibv_query_srq(srq, &sattr) == 0 && sattr.max_wr == 4 && sattr.srq_limit == 2);
+
+	struct ibv_qp *a = ud_qp(pd, cq, NULL);
+	struct ibv_qp *b = ud_qp(pd, cq, srq);
+	CHECK(ibv_destroy_srq(srq) == EBUSY); /* B uses it */
+
+	char *buf = calloc(1, 4096);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(buf && mr);
+	/* B's receives through the SRQ; posting to B itself is refused. */
+	for (int i = 0; i < 4; i++) {
+		struct ibv_sge sge = { (uintptr_t)buf + 1024 * i, 1024, mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = 100 + i, .sg_list = &sge, .num_sge = 1 }, *bad;
+		CHECK(ibv_post_srq_recv(srq, &wr, &bad) == 0);
+	}
+	struct ibv_sge sge = { (uintptr_t)buf, 64, mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *bad_rwr = NULL;
+	CHECK(ibv_post_recv(b, &rwr, &bad_rwr) != 0 && bad_rwr == &rwr);
+
+	/* Addresses: RoCE needs a GRH and a GID the port has. */
+	union ibv_gid gid;
+	CHECK(ibv_query_gid(ctx, 1, 1, &gid) == 0);
+	struct ibv_ah_attr ah_attr = { .is_global = 0, .port_num = 1 };
+	errno = 0;
+	CHECK(!ibv_create_ah(pd, &ah_attr) && errno == EINVAL);
+	ah_attr.is_global = 1;
+	ah_attr.grh.dgid = gid;
+	ah_attr.grh.sgid_index = 200;
+	errno = 0;
+	CHECK(!ibv_create_ah(pd, &ah_attr) && errno == EINVAL);
+	ah_attr.grh.sgid_index = 1;
+	struct ibv_ah *to_b = ibv_create_ah(pd, &ah_attr);
+	CHECK(to_b && to_b->pd == pd);
+
+	/* A UD send with no AH is refused and named. */
+	char msg[32] = "inline, from the stack";
+	struct ibv_sge in = { (uintptr_t)msg, sizeof msg, 0 };
+	struct ibv_send_wr swr = { .wr_id = 9, .sg_list = &in, .num_sge = 1, .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE }, *bad_swr = NULL;
+	swr.wr.ud.remote_qpn = b->qp_num;
+	swr.wr.ud.remote_qkey = QKEY;
+	CHECK(ibv_post_send(a, &swr, &bad_swr) == EINVAL && bad_swr == &swr);
+
+	/* Inline: the bytes are read at post time, so the buffer may change at once. */
+	swr.wr.ud.ah = to_b;
+	CHECK(ibv_post_send(a, &swr, &bad_swr) == 0);
+	memset(msg, 'x', sizeof msg);
+	struct ibv_wc got[2];
+	got[0] = wait_one(cq);
+	got[1] = wait_one(cq);
+	struct ibv_wc *recv = got[0].opcode == IBV_WC_RECV ? &got[0] : &got[1];
+	struct ibv_wc *sent = recv == &got[0] ? &got[1] : &got[0];
+	CHECK(sent->status == IBV_WC_SUCCESS && sent->wr_id == 9 && sent->opcode == IBV_WC_SEND);
+	CHECK(recv->status == IBV_WC_SUCCESS && recv->wr_id == 100 && recv->qp_num == b->qp_num);
+	CHECK(recv->src_qp == a->qp_num && (recv->wc_flags & IBV_WC_GRH) && recv->byte_len == GRH + 32);
+	CHECK(strcmp(buf + GRH, "inline, from the stack") == 0);
+
+	/* B answers A through an AH made from what it received. */
+	struct ibv_ah *to_a = ibv_create_ah_from_wc(pd, recv, (struct ibv_grh *)buf, 1);
+	CHECK(to_a);
+	struct ibv_sge asge = { (uintptr_t)buf + 3000, 64, mr->lkey };
+	struct ibv_recv_wr arwr = { .wr_id = 200, .sg_list = &asge, .num_sge = 1 };
+	CHECK(ibv_post_recv(a, &arwr, &bad_rwr) == 0);
+	strcpy(buf + 2048, "an answer");
+	struct ibv_sge bsge = { (uintptr_t)buf + 2048, 10, mr->lkey };
+	struct ibv_send_wr bwr = { .wr_id = 10, .sg_list = &bsge, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
+				   .send_flags = IBV_SEND_SIGNALED, .imm_data = htobe32(0xabcd) };
+	bwr.wr.ud.ah = to_a;
+	bwr.wr.ud.remote_qpn = a->qp_num;
+	bwr.wr.ud.remote_qkey = QKEY;
+	CHECK(ibv_post_send(b, &bwr, &bad_swr) == 0);
+	got[0] = wait_one(cq);
+	got[1] = wait_one(cq);
+	recv = got[0].opcode == IBV_WC_RECV ? &got[0] : &got[1];
+	CHECK(recv->status == IBV_WC_SUCCESS && recv->wr_id == 200 && recv->src_qp == b->qp_num);
+	CHECK((recv->wc_flags & IBV_WC_WITH_IMM) && be32toh(recv->imm_data) == 0xabcd);
+	CHECK(strcmp(buf + 3000 + GRH, "an answer") == 0);
+
+	/* One SRQ receive taken of 4, 3 left: above the limit of 2, still armed. */
+	CHECK(ibv_query_srq(srq, &sattr) == 0 && sattr.srq_limit == 2);
+
+	CHECK(ibv_dealloc_pd(pd) == EBUSY);
+	CHECK(ibv_destroy_ah(to_a) == 0 && ibv_destroy_ah(to_b) == 0);
+	CHECK(ibv_destroy_qp(b) == 0 && ibv_destroy_qp(a) == 0);
+	CHECK(ibv_destroy_srq(srq) == 0);
+	CHECK(ibv_dereg_mr(mr) == 0);
+	CHECK(ibv_destroy_cq(cq) == 0);
+	CHECK(ibv_dealloc_pd(pd) == 0);
+	CHECK(ibv_close_device(ctx) == 0);
+	free(buf);
+	printf("ok\n");
+	return 0;
+}
