@@ -57,3 +57,10 @@ fn ud_qps_address_handles_srqs_and_inline_sends_answer_as_rdma_core() {
         assert_eq!(out.trim(), "ok");
     }
 }
+
+#[test]
+fn extended_qps_build_work_requests_and_post_them_all_or_none() {
+    if let Some(out) = run_c_program("qp_ex") {
+        assert_eq!(out.trim(), "ok");
+    }
+}

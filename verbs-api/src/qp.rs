@@ -287,6 +287,14 @@ impl Qp {
         self.0.pd.context().driver().post(post).map_err(Error::engine("ibv_post_send"))
     }
 
+    /// `ibv_wr_complete`: posts `wrs` (each with its inline data, as
+    /// [`Qp::post_send_inline`]) all or none (see `Engine::post_send_batch`).
+    pub fn post_send_batch(&self, wrs: Vec<(SendWr, Option<Vec<u8>>)>) -> Result<(), Error> {
+        let qpn = self.0.qpn;
+        let driver = self.0.pd.context().driver();
+        driver.post(|engine| engine.post_send_batch(qpn, wrs)).map_err(Error::engine("ibv_wr_complete"))
+    }
+
     /// `ibv_post_send` of a list; stops at the first refused WR and says which.
     pub fn post_send_list(&self, wrs: &[SendWr]) -> Result<(), PostError> {
         self.0.pd.context().driver().post(|engine| {

@@ -445,9 +445,89 @@ pub struct IbvQp {
     pub events_completed: u32,
 }
 
-/// `sizeof(struct ibv_qp_ex)`: every QP is allocated this large (a
-/// `verbs_qp`), so that `ibv_qp_to_qp_ex` can one day hand out the same object.
-pub const IBV_QP_EX_LEN: usize = 352;
+/// `struct ibv_qp_ex` (verbs.h:1272): the QP, then the work-request
+/// builders perftest and pyverbs post with (`ibv_wr_*` call these slots).
+#[repr(C)]
+pub struct IbvQpEx {
+    pub qp_base: IbvQp,
+    pub comp_mask: u64,
+    pub wr_id: u64,
+    pub wr_flags: c_uint,
+    pub wr_atomic_cmp_swp: Slot,
+    pub wr_atomic_fetch_add: Slot,
+    pub wr_bind_mw: Slot,
+    pub wr_local_inv: Slot,
+    pub wr_rdma_read: Slot,
+    pub wr_rdma_write: Slot,
+    pub wr_rdma_write_imm: Slot,
+    pub wr_send: Slot,
+    pub wr_send_imm: Slot,
+    pub wr_send_inv: Slot,
+    pub wr_send_tso: Slot,
+    pub wr_set_ud_addr: Slot,
+    pub wr_set_xrc_srqn: Slot,
+    pub wr_set_inline_data: Slot,
+    pub wr_set_inline_data_list: Slot,
+    pub wr_set_sge: Slot,
+    pub wr_set_sge_list: Slot,
+    pub wr_start: Slot,
+    pub wr_complete: Slot,
+    pub wr_abort: Slot,
+    pub wr_atomic_write: Slot,
+}
+
+/// `struct ibv_data_buf` (verbs.h:1112): one piece of inline data.
+#[repr(C)]
+pub struct IbvDataBuf {
+    pub addr: *mut c_void,
+    pub length: usize,
+}
+
+/// `struct ibv_rx_hash_conf` (verbs.h:957).
+#[repr(C)]
+pub struct IbvRxHashConf {
+    pub rx_hash_function: u8,
+    pub rx_hash_key_len: u8,
+    pub rx_hash_key: *mut u8,
+    pub rx_hash_fields_mask: u64,
+}
+
+/// `struct ibv_qp_init_attr_ex` (verbs.h:966): `ibv_qp_init_attr`, then more.
+#[repr(C)]
+pub struct IbvQpInitAttrEx {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut IbvCq,
+    pub recv_cq: *mut IbvCq,
+    pub srq: *mut c_void,
+    pub cap: IbvQpCap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+    pub comp_mask: u32,
+    pub pd: *mut IbvPd,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    pub rx_hash_conf: IbvRxHashConf,
+    pub source_qpn: u32,
+    pub send_ops_flags: u64,
+}
+
+/// `enum ibv_qp_init_attr_mask`.
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1 << 0;
+pub const IBV_QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
+pub const IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
+
+/// `enum ibv_qp_create_send_ops_flags`.
+pub const IBV_QP_EX_WITH_RDMA_WRITE: u64 = 1 << 0;
+pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+pub const IBV_QP_EX_WITH_SEND: u64 = 1 << 2;
+pub const IBV_QP_EX_WITH_SEND_WITH_IMM: u64 = 1 << 3;
+pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
+pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+pub const IBV_QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
+pub const IBV_QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
 
 /// `struct ibv_sge` (verbs.h:1087).
 #[repr(C)]
@@ -570,6 +650,12 @@ const _: () = {
     assert!(size_of::<IbvQp>() == 160);
     assert!(offset_of!(IbvQp, qp_num) == 52);
     assert!(offset_of!(IbvQp, events_completed) == 152);
+    assert!(size_of::<IbvQpEx>() == 352);
+    assert!(offset_of!(IbvQpEx, wr_flags) == 176);
+    assert!(offset_of!(IbvQpEx, wr_start) == 320);
+    assert!(size_of::<IbvQpInitAttrEx>() == 136);
+    assert!(offset_of!(IbvQpInitAttrEx, comp_mask) == 60);
+    assert!(offset_of!(IbvQpInitAttrEx, send_ops_flags) == 128);
     assert!(size_of::<IbvSendWr>() == 128);
     assert!(offset_of!(IbvSendWr, wr_0) == 40);
     assert!(offset_of!(IbvSendWr, qp_type_xrc) == 72);

@@ -15,6 +15,7 @@ mod device;
 mod handles;
 mod memory;
 mod qp;
+mod qp_ex;
 mod query;
 mod srq;
 mod strings;

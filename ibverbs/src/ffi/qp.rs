@@ -8,25 +8,30 @@ use super::ah::ud_dest;
 use super::cq::{UroceCq, CQS};
 use super::handles::Live;
 use super::memory::{UrocePd, PDS};
+use super::qp_ex::{fill_wr_ops, WrBatch};
 use super::srq::{UroceSrq, SRQS};
 use super::{guard, null_on_err, refused, symver};
 use crate::explain::explain;
 use core::ffi::{c_int, c_void};
 use core::ptr;
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 use uroce_verbs::{
     AccessFlags, AddressVector, Gid, Mtu, Qp, QpAttr, QpAttrMask, QpCap, QpInit, QpState, QpType, RecvWr, SendFlags,
     SendWr, Sge, WrOp,
 };
 
-/// A QP as C holds it: a `verbs_qp` (room for `ibv_qp_ex`), then uroce's.
+/// A QP as C holds it: a `verbs_qp` (`ibv_qp_ex`, whose first member is
+/// the `ibv_qp`), then uroce's.
 #[repr(C)]
 pub struct UroceQp {
-    qp: IbvQp,
-    _qp_ex: [u8; IBV_QP_EX_LEN - size_of::<IbvQp>()],
-    _comp_mask: u32,
+    qp: IbvQpEx,
+    /// `verbs_qp.comp_mask`: VERBS_QP_EX when made with `ibv_wr_*` builders.
+    comp_mask: u32,
     _xrcd: *mut c_void,
-    inner: Qp,
+    pub inner: Qp,
+    /// The work requests `ibv_wr_*` are building, posted by `ibv_wr_complete`.
+    pub batch: Mutex<WrBatch>,
     /// The queue sizes it was created with (`ibv_query_qp` answers them).
     cap: IbvQpCap,
     pd: &'static UrocePd,
@@ -35,7 +40,10 @@ pub struct UroceQp {
     srq: Option<&'static UroceSrq>,
 }
 
-static QPS: Live = Live::new();
+pub static QPS: Live = Live::new();
+
+/// `verbs_qp.comp_mask`: the QP's `ibv_qp_ex` is served (`ibv_qp_to_qp_ex`).
+const VERBS_QP_EX: u32 = 1 << 1;
 
 fn qp_type_of(t: c_int) -> Option<QpType> {
     match t {
@@ -56,7 +64,10 @@ fn cap_of(c: &IbvQpCap) -> QpCap {
     }
 }
 
-fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp, c_int> {
+/// `ibv_create_qp`, and `ibv_create_qp_ex` with `send_ops` (the
+/// `ibv_wr_*` operations asked for, checked by the caller) when it asked for
+/// builders.
+pub fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr, send_ops: Option<u64>) -> Result<*mut IbvQp, c_int> {
     let p = PDS.get(pd.cast::<UrocePd>()).ok_or(libc::EINVAL)?;
     if attr.is_null() {
         return Err(libc::EINVAL);
@@ -101,12 +112,18 @@ fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp, c_i
     for users in [&p.users, &send_cq.users, &recv_cq.users].into_iter().chain(srq.map(|s| &s.users)) {
         users.fetch_add(1, Ordering::AcqRel);
     }
+    // SAFETY: all-zero is a valid IbvQpEx (NULL slots, zero numbers).
+    let mut qp_ex: IbvQpEx = unsafe { core::mem::zeroed() };
+    qp_ex.qp_base = qp;
+    if send_ops.is_some() {
+        fill_wr_ops(&mut qp_ex);
+    }
     let q = UroceQp {
-        qp,
-        _qp_ex: [0; IBV_QP_EX_LEN - size_of::<IbvQp>()],
-        _comp_mask: 0,
+        qp: qp_ex,
+        comp_mask: if send_ops.is_some() { VERBS_QP_EX } else { 0 },
         _xrcd: ptr::null_mut(),
         inner,
+        batch: Mutex::new(WrBatch::default()),
         cap: a.cap,
         pd: p,
         send_cq,
@@ -118,7 +135,7 @@ fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<*mut IbvQp, c_i
 
 #[no_mangle]
 pub extern "C" fn ibv_create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> *mut IbvQp {
-    guard(ptr::null_mut(), || null_on_err(create_qp(pd, attr)))
+    guard(ptr::null_mut(), || null_on_err(create_qp(pd, attr, None)))
 }
 symver!(ibv_create_qp, "IBVERBS_1.1");
 
@@ -250,19 +267,19 @@ pub extern "C" fn ibv_query_qp(
         a.max_dest_rd_atomic = e.max_dest_rd_atomic;
         a.sq_draining = e.sq_draining.into();
         a.en_sqd_async_notify = e.en_sqd_async_notify.into();
-        i.qp_context = q.qp.qp_context;
-        i.send_cq = q.qp.send_cq;
-        i.recv_cq = q.qp.recv_cq;
-        i.srq = q.qp.srq;
+        i.qp_context = q.qp.qp_base.qp_context;
+        i.send_cq = q.qp.qp_base.send_cq;
+        i.recv_cq = q.qp.qp_base.recv_cq;
+        i.srq = q.qp.qp_base.srq;
         i.cap = cap;
-        i.qp_type = q.qp.qp_type;
+        i.qp_type = q.qp.qp_base.qp_type;
         0
     })
 }
 symver!(ibv_query_qp, "IBVERBS_1.1");
 
 /// The scatter/gather list of a C work request.
-fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<Sge>, c_int> {
+pub fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<Sge>, c_int> {
     if n < 0 || (n > 0 && list.is_null()) {
         return Err(libc::EINVAL);
     }
@@ -273,13 +290,20 @@ fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<Sge>, c_int> {
 
 /// The data of an inline send, read from the program's memory at post time
 /// as an RNIC does (an inline SGE's lkey is not looked at).
-fn inline_data(list: *const IbvSge, n: c_int) -> Result<Vec<u8>, c_int> {
+/// More than `max` bytes (the QP's `max_inline_data`) are refused with
+/// EINVAL before any is read, as rxe refuses them.
+pub fn inline_data(list: *const IbvSge, n: c_int, max: u32) -> Result<Vec<u8>, c_int> {
     if n < 0 || (n > 0 && list.is_null()) {
         return Err(libc::EINVAL);
     }
     // SAFETY: the caller's array of n ibv_sge (checked non-NULL when n > 0).
     let c = if n == 0 { &[][..] } else { unsafe { core::slice::from_raw_parts(list, n as usize) } };
-    let mut data = Vec::with_capacity(c.iter().map(|s| s.length as usize).sum());
+    let total: u64 = c.iter().map(|s| u64::from(s.length)).sum();
+    if total > u64::from(max) {
+        explain("ibv_post_send", &format!("{total} bytes inline, past the QP's max_inline_data of {max}"));
+        return Err(libc::EINVAL);
+    }
+    let mut data = Vec::with_capacity(total as usize);
     for s in c.iter().filter(|s| s.length > 0) {
         // SAFETY: an inline SGE names `length` readable bytes of the
         // program's memory at `addr`, which it must hold until the post returns.
@@ -288,8 +312,25 @@ fn inline_data(list: *const IbvSge, n: c_int) -> Result<Vec<u8>, c_int> {
     Ok(data)
 }
 
+impl UroceQp {
+    /// The `ibv_qp_ex` of a QP made with builders (`ibv_qp_to_qp_ex`).
+    pub fn qp_ex(&'static self) -> Option<*mut IbvQpEx> {
+        (self.comp_mask & VERBS_QP_EX != 0).then(|| ptr::addr_of!(self.qp).cast_mut())
+    }
+
+    /// The most bytes an inline send may carry.
+    pub fn max_inline(&self) -> u32 {
+        self.cap.max_inline_data
+    }
+
+    /// `qp_type` of the C QP.
+    pub fn qp_type(&self) -> c_int {
+        self.qp.qp_base.qp_type
+    }
+}
+
 /// One C send work request as the engine's, with the data of an inline one.
-fn send_wr_of(w: &IbvSendWr, qp_type: c_int) -> Result<(SendWr, Option<Vec<u8>>), c_int> {
+fn send_wr_of(w: &IbvSendWr, q: &UroceQp) -> Result<(SendWr, Option<Vec<u8>>), c_int> {
     let rkey = w.wr_8 as u32;
     let imm = u32::from_be(w.imm_data);
     let op = match w.opcode {
@@ -308,14 +349,14 @@ fn send_wr_of(w: &IbvSendWr, qp_type: c_int) -> Result<(SendWr, Option<Vec<u8>>)
             return Err(libc::EINVAL);
         }
     };
-    let ud = match qp_type {
+    let ud = match q.qp_type() {
         // wr.ud: the AH at offset 0, remote_qpn and remote_qkey in the next word.
         IBV_QPT_UD => Some(ud_dest(w.wr_0 as usize as *const IbvAh, w.wr_8 as u32, (w.wr_8 >> 32) as u32)?),
         _ => None,
     };
     let flags = SendFlags(w.send_flags);
     let inline = match flags.contains(SendFlags::INLINE) && op.carries_local_data() {
-        true => Some(inline_data(w.sg_list, w.num_sge)?),
+        true => Some(inline_data(w.sg_list, w.num_sge, q.max_inline())?),
         false => None,
     };
     Ok((SendWr { wr_id: w.wr_id, sg_list: sges(w.sg_list, w.num_sge)?, op, flags, ud }, inline))
@@ -361,7 +402,7 @@ pub fn post_chain<Q, W>(
 pub extern "C" fn post_send(qp: *mut IbvQp, wr: *mut IbvSendWr, bad_wr: *mut *mut IbvSendWr) -> c_int {
     guard(libc::EIO, || {
         let post = |q: &UroceQp, w: &IbvSendWr| {
-            let (wr, inline) = send_wr_of(w, q.qp.qp_type)?;
+            let (wr, inline) = send_wr_of(w, q)?;
             q.inner.post_send_inline(wr, inline).map_err(refused("ibv_post_send"))
         };
         post_chain(data_path_qp(qp), wr, bad_wr, |w| w.next, post)

@@ -64,7 +64,6 @@ returns_errno! {
 }
 
 returns_null! {
-    ibv_qp_to_qp_ex @ "IBVERBS_1.6",
     ibv_import_device @ "IBVERBS_1.10",
     ibv_import_mr @ "IBVERBS_1.10",
     ibv_import_pd @ "IBVERBS_1.10",

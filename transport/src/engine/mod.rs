@@ -491,6 +491,27 @@ impl Engine {
         self.post_send_with(qpn, wr, Some(data))
     }
 
+    /// `ibv_wr_complete`: posts a batch of WRs (each with the data of an
+    /// inline one, as [`Engine::post_send_inline`]) all or none: if one is
+    /// refused, those before it are taken back and its error returned. (On a
+    /// QP in the error state each WR is flushed as it is posted, as rxe
+    /// does, so a refusal there leaves the earlier ones flushed.)
+    pub fn post_send_batch(&mut self, qpn: u32, wrs: Vec<(SendWr, Option<Vec<u8>>)>) -> Result<(), Error> {
+        let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
+        let before = qp.req.wqes.len();
+        let mut r = Ok(());
+        for (wr, inline) in wrs {
+            r = requester::post(qp, &mut self.sh, wr, inline);
+            if r.is_err() {
+                // Nothing of this batch has been sent: sending happens in settle.
+                qp.req.wqes.truncate(before);
+                break;
+            }
+        }
+        self.settle(qpn);
+        r
+    }
+
     fn post_send_with(&mut self, qpn: u32, wr: SendWr, inline: Option<Vec<u8>>) -> Result<(), Error> {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
         let r = requester::post(qp, &mut self.sh, wr, inline);

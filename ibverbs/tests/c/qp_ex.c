@@ -1,0 +1,216 @@
+/* Extended QPs through the drop-in libibverbs: ibv_create_qp_ex with
+ * send_ops_flags, ibv_qp_to_qp_ex, and a batch of ibv_wr_* requests (RDMA
+ * WRITE, SEND with immediate from inline data, FETCH_AND_ADD, READ) between
+ * two RC QPs of one context, posted by ibv_wr_complete all or none; with
+ * rdma-core's answers to bad input. Built with gcc against rdma-core's
+ * headers (ibverbs/tests/c_programs.rs); prints "ok" and exits 0, or names
+ * the failed check and exits 1. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <infiniband/verbs.h>
+
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: check failed: %s (errno %d)\n", \
+				__FILE__, __LINE__, #cond, errno);             \
+			exit(1);                                               \
+		}                                                              \
+	} while (0)
+
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_cq *cq;
+
+/* n completions from cq within five seconds, all successful. */
+static void wait_for(int n, struct ibv_wc *wc)
+{
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int got = 0; got < n;) {
+		int k = ibv_poll_cq(cq, n - got, wc + got);
+		CHECK(k >= 0);
+		for (int i = got; i < got + k; i++)
+			CHECK(wc[i].status == IBV_WC_SUCCESS);
+		got += k;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		CHECK(t.tv_sec - t0.tv_sec < 5);
+	}
+}
+
+static struct ibv_qp *qp_ex(uint64_t ops)
+{
+	struct ibv_qp_init_attr_ex a = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2,
+			 .max_recv_sge = 1, .max_inline_data = 64 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd, .send_ops_flags = ops,
+	};
+	return ibv_create_qp_ex(ctx, &a);
+}
+
+/* RESET -> RTS, connected to the QP numbered dest on this same port. */
+static void connect_to(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC };
+	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.rq_psn = 100;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 1;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.grh.dgid = gid;
+	a.ah_attr.grh.sgid_index = 1;
+	a.ah_attr.grh.hop_limit = 1;
+	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 100;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 4;
+	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+}
+
+static void bad_creations(void)
+{
+	struct ibv_qp_init_attr_ex a = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .send_ops_flags = IBV_QP_EX_WITH_SEND };
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(ctx, &a) && errno == EINVAL); /* no PD */
+	errno = 0;
+	CHECK(!qp_ex(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW) && errno == EOPNOTSUPP);
+	a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD;
+	a.pd = pd;
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(ctx, &a) && errno == EOPNOTSUPP);
+	/* With only a PD it is ibv_create_qp, which has no builders. */
+	a.comp_mask = IBV_QP_INIT_ATTR_PD;
+	struct ibv_qp *plain = ibv_create_qp_ex(ctx, &a);
+	CHECK(plain && ibv_qp_to_qp_ex(plain) == NULL);
+	CHECK(ibv_destroy_qp(plain) == 0);
+}
+
+int main(void)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	CHECK(list && n >= 1);
+	ctx = ibv_open_device(list[0]);
+	CHECK(ctx);
+	ibv_free_device_list(list);
+	pd = ibv_alloc_pd(ctx);
+	cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	CHECK(pd && cq);
+	bad_creations();
+
+	uint64_t ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+		       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND;
+	struct ibv_qp *a = qp_ex(ops), *b = qp_ex(ops);
+	CHECK(a && b);
+	struct ibv_qp_ex *ax = ibv_qp_to_qp_ex(a);
+	CHECK(ax && &ax->qp_base == a);
+	union ibv_gid gid;
+	CHECK(ibv_query_gid(ctx, 1, 1, &gid) == 0);
+	connect_to(a, b->qp_num, gid);
+	connect_to(b, a->qp_num, gid);
+
+	char *mem = aligned_alloc(4096, 8192);
+	CHECK(mem);
+	memset(mem, 0, 8192);
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	struct ibv_mr *mr = ibv_reg_mr(pd, mem, 8192, access);
+	CHECK(mr);
+	char *src = mem, *dst = mem + 4096; /* A's side, B's side */
+	uint64_t *counter = (uint64_t *)(dst + 2048), *old = (uint64_t *)(src + 2048);
+	*counter = 40;
+	strcpy(src, "written by ibv_wr_rdma_write");
+	strcpy(dst + 1024, "read back by ibv_wr_rdma_read");
+	struct ibv_sge rsge = { (uintptr_t)(dst + 3072), 64, mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 50, .sg_list = &rsge, .num_sge = 1 }, *bad_rwr;
+	CHECK(ibv_post_recv(b, &rwr, &bad_rwr) == 0);
+
+	/* A batch the builders cannot make fails whole at completion. */
+	ibv_wr_start(ax);
+	ibv_wr_set_sge(ax, mr->lkey, (uintptr_t)src, 8); /* no operation yet */
+	CHECK(ibv_wr_complete(ax) == EINVAL);
+	ibv_wr_start(ax);
+	ax->wr_id = 1;
+	ibv_wr_send(ax);
+	ibv_wr_set_sge(ax, mr->lkey, (uintptr_t)src, 8);
+	ibv_wr_local_inv(ax, 1234);
+	CHECK(ibv_wr_complete(ax) == EOPNOTSUPP);
+	/* Refused by the QP (3 SGEs, max 2): none of the batch is posted. */
+	struct ibv_sge three[3] = { { (uintptr_t)src, 1, mr->lkey }, { (uintptr_t)src, 1, mr->lkey },
+				    { (uintptr_t)src, 1, mr->lkey } };
+	ibv_wr_start(ax);
+	ax->wr_id = 2;
+	ax->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(ax, mr->rkey, (uintptr_t)dst);
+	ibv_wr_set_sge(ax, mr->lkey, (uintptr_t)src, 8);
+	ibv_wr_send(ax);
+	ibv_wr_set_sge_list(ax, 3, three);
+	CHECK(ibv_wr_complete(ax) == EINVAL);
+	/* Aborted: nothing posted either. */
+	ibv_wr_start(ax);
+	ibv_wr_send(ax);
+	ibv_wr_set_sge(ax, mr->lkey, (uintptr_t)src, 8);
+	ibv_wr_abort(ax);
+
+	/* The batch: WRITE, SEND_WITH_IMM of inline data, FETCH_AND_ADD, READ. */
+	char note[16] = "inline note";
+	ibv_wr_start(ax);
+	ax->wr_id = 10;
+	ax->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(ax, mr->rkey, (uintptr_t)dst);
+	ibv_wr_set_sge(ax, mr->lkey, (uintptr_t)src, 64);
+	ax->wr_id = 11;
+	ibv_wr_send_imm(ax, htobe32(0x1234));
+	ibv_wr_set_inline_data(ax, note, sizeof note);
+	ax->wr_id = 12;
+	ibv_wr_atomic_fetch_add(ax, mr->rkey, (uintptr_t)counter, 2);
+	ibv_wr_set_sge(ax, mr->lkey, (uintptr_t)old, 8);
+	ax->wr_id = 13;
+	ibv_wr_rdma_read(ax, mr->rkey, (uintptr_t)(dst + 1024));
+	ibv_wr_set_sge(ax, mr->lkey, (uintptr_t)(src + 1024), 64);
+	CHECK(ibv_wr_complete(ax) == 0);
+	memset(note, 0, sizeof note); /* inline: read at completion, not later */
+
+	struct ibv_wc wc[5];
+	wait_for(5, wc);
+	uint64_t seen = 0;
+	for (int i = 0; i < 5; i++) {
+		if (wc[i].opcode == IBV_WC_RECV) {
+			CHECK(wc[i].wr_id == 50 && wc[i].byte_len == 16 && (wc[i].wc_flags & IBV_WC_WITH_IMM));
+			CHECK(be32toh(wc[i].imm_data) == 0x1234);
+		} else {
+			CHECK(wc[i].wr_id >= 10 && wc[i].wr_id <= 13);
+		}
+		seen |= 1ull << wc[i].wr_id;
+	}
+	CHECK(seen == ((1ull << 50) | (0xfull << 10))); /* nothing of the refused batches */
+	CHECK(strcmp(dst, "written by ibv_wr_rdma_write") == 0);
+	CHECK(strcmp(dst + 3072, "inline note") == 0);
+	CHECK(*old == 40 && *counter == 42);
+	CHECK(strcmp(src + 1024, "read back by ibv_wr_rdma_read") == 0);
+
+	CHECK(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0);
+	CHECK(ibv_dereg_mr(mr) == 0);
+	CHECK(ibv_destroy_cq(cq) == 0);
+	CHECK(ibv_dealloc_pd(pd) == 0);
+	CHECK(ibv_close_device(ctx) == 0);
+	free(mem);
+	printf("ok\n");
+	return 0;
+}
