@@ -65,6 +65,7 @@ fn the_structures_match_rdma_cores_headers() {
         }
         "ibv_gid_entry" => IbvGidEntry { gid, gid_index, port_num, gid_type, ndev_ifindex }
         "ibv_pd" => IbvPd { context, handle }
+        "ibv_async_event" => IbvAsyncEvent { element, event_type }
         "ibv_ah" => IbvAh { context, pd, handle }
         "ibv_srq_attr" => IbvSrqAttr { max_wr, max_sge, srq_limit }
         "ibv_srq_init_attr" => IbvSrqInitAttr { srq_context, attr }

@@ -196,6 +196,20 @@ impl Context {
         }
     }
 
+    /// The event a record read from [`Context::async_fd`] names: the program
+    /// read the descriptor itself (`ibv_get_async_event` in C reads
+    /// `context->async_fd`, blocking or not as the program set it); `None` if
+    /// the record names no waiting event.
+    pub fn async_event_of_record(&self, record: &[u8]) -> Option<Event> {
+        self.driver().async_events.take_record(record).map(logged)
+    }
+
+    /// Moves events a verb raised on this thread onto [`Context::async_fd`]
+    /// (the progress thread does so after each round).
+    pub fn publish_async_events(&self) {
+        self.driver().publish_async_events();
+    }
+
     /// The asynchronous event descriptor (`context->async_fd`): one record
     /// per event, readable while one waits. Shared by the contexts of one
     /// device in this process. Take events with [`Context::poll_async_event`].

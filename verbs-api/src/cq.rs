@@ -122,7 +122,8 @@ impl Cq {
         &self.0.ctx
     }
 
-    pub(crate) fn handle(&self) -> CqHandle {
+    /// The engine's handle, which its asynchronous events name.
+    pub fn handle(&self) -> CqHandle {
         self.0.handle
     }
 

@@ -66,7 +66,8 @@ impl Srq {
         self.len() == 0
     }
 
-    pub(crate) fn handle(&self) -> SrqHandle {
+    /// The engine's handle, which its asynchronous events name.
+    pub fn handle(&self) -> SrqHandle {
         self.0.handle
     }
 }

@@ -243,6 +243,23 @@ pub struct IbvPd {
     pub handle: u32,
 }
 
+/// `struct ibv_async_event` (verbs.h:472): the object (`element`, a CQ, QP
+/// or SRQ pointer) and what happened to it.
+#[repr(C)]
+pub struct IbvAsyncEvent {
+    pub element: *mut c_void,
+    pub event_type: c_int,
+}
+
+/// `enum ibv_event_type`: those uroce raises.
+pub const IBV_EVENT_CQ_ERR: c_int = 0;
+pub const IBV_EVENT_QP_FATAL: c_int = 1;
+pub const IBV_EVENT_QP_REQ_ERR: c_int = 2;
+pub const IBV_EVENT_QP_ACCESS_ERR: c_int = 3;
+pub const IBV_EVENT_SQ_DRAINED: c_int = 5;
+pub const IBV_EVENT_SRQ_LIMIT_REACHED: c_int = 15;
+pub const IBV_EVENT_QP_LAST_WQE_REACHED: c_int = 16;
+
 /// `struct ibv_ah` (verbs.h:1657).
 #[repr(C)]
 pub struct IbvAh {
@@ -621,6 +638,7 @@ const _: () = {
     assert!(offset_of!(IbvPortAttr, port_cap_flags2) == 48);
     assert!(size_of::<IbvGidEntry>() == 32);
     assert!(size_of::<IbvPd>() == 16);
+    assert!(size_of::<IbvAsyncEvent>() == 16);
     assert!(size_of::<IbvAh>() == 24);
     assert!(size_of::<IbvSrqAttr>() == 12);
     assert!(size_of::<IbvSrqInitAttr>() == 24);

@@ -52,7 +52,7 @@ symver!(ibv_destroy_comp_channel, "IBVERBS_1.0");
 /// Reads one record from `fd` as the kernel's channel gives it: blocking
 /// unless O_NONBLOCK, -1 with errno on failure. A cancellation point: this
 /// frame holds nothing that a forced unwind would have to drop.
-fn read_record(fd: c_int, record: &mut [u8; 8]) -> isize {
+pub fn read_record(fd: c_int, record: &mut [u8; 8]) -> isize {
     // SAFETY: record is 8 writable bytes; fd is the channel's descriptor.
     unsafe { libc::read(fd, record.as_mut_ptr().cast::<c_void>(), record.len()) }
 }

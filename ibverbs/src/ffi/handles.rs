@@ -59,6 +59,15 @@ impl Live {
         Some(unsafe { &*ptr })
     }
 
+    /// The first live object for which `pred` holds (a walk over them all:
+    /// for rare lookups, such as the object an asynchronous event names).
+    pub fn find<T>(&self, pred: impl Fn(&T) -> bool) -> Option<&'static T> {
+        let set = self.set();
+        // SAFETY: each address was made by `adopt` from a Box<T> of this
+        // set's kind and is not released while the set's lock is held.
+        set.iter().map(|&a| unsafe { &*(a as *const T) }).find(|o| pred(o))
+    }
+
     /// The object at `ptr` on the data path (`ibv_poll_cq`, `ibv_post_send`,
     /// ...), where rdma-core follows the pointer with no check and a lock
     /// shared by every thread would cost each call: NULL is refused, any

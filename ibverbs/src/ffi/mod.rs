@@ -9,6 +9,7 @@
 
 pub mod abi;
 mod ah;
+mod async_event;
 mod channel;
 mod cq;
 mod device;

@@ -72,14 +72,12 @@ returns_null! {
 }
 
 returns_minus_one! { libc::EOPNOTSUPP;
-    ibv_get_async_event @ "IBVERBS_1.1",
 }
 
 does_nothing! {
     ibv_copy_path_rec_from_kern @ "IBVERBS_1.0",
     ibv_copy_path_rec_to_kern @ "IBVERBS_1.0",
     ibv_copy_qp_attr_from_kern @ "IBVERBS_1.0",
-    ibv_ack_async_event @ "IBVERBS_1.1",
     ibv_copy_ah_attr_from_kern @ "IBVERBS_1.1",
     ibv_unimport_mr @ "IBVERBS_1.10",
     ibv_unimport_pd @ "IBVERBS_1.10",

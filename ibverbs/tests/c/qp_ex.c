@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 #define CHECK(cond)                                                            \
@@ -104,6 +105,7 @@ static void bad_creations(void)
 
 int main(void)
 {
+	alarm(20); /* a blocking call that never returns fails the test */
 	int n = 0;
 	struct ibv_device **list = ibv_get_device_list(&n);
 	CHECK(list && n >= 1);
@@ -204,6 +206,26 @@ int main(void)
 	CHECK(strcmp(dst + 3072, "inline note") == 0);
 	CHECK(*old == 40 && *counter == 42);
 	CHECK(strcmp(src + 1024, "read back by ibv_wr_rdma_read") == 0);
+
+	/* A WRITE with an rkey B never gave: A's request completes with a
+	 * remote access error, and B, the responder, raises QP_ACCESS_ERR. */
+	ibv_wr_start(ax);
+	ax->wr_id = 20;
+	ibv_wr_rdma_write(ax, mr->rkey ^ 0x5a5a00, (uintptr_t)dst);
+	ibv_wr_set_sge(ax, mr->lkey, (uintptr_t)src, 8);
+	CHECK(ibv_wr_complete(ax) == 0);
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (ibv_poll_cq(cq, 1, wc) == 0) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		CHECK(t.tv_sec - t0.tv_sec < 5);
+	}
+	CHECK(wc[0].wr_id == 20 && wc[0].status == IBV_WC_REM_ACCESS_ERR);
+	struct ibv_async_event ev;
+	CHECK(ibv_get_async_event(ctx, &ev) == 0);
+	CHECK(ev.event_type == IBV_EVENT_QP_ACCESS_ERR && ev.element.qp == b);
+	ibv_ack_async_event(&ev);
+	CHECK(b->events_completed == 1);
 
 	CHECK(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0);
 	CHECK(ibv_dereg_mr(mr) == 0);

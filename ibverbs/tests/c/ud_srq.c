@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 #define CHECK(cond)                                                            \
@@ -73,6 +75,7 @@ static void srq_checks(struct ibv_pd *pd)
 
 int main(void)
 {
+	alarm(20); /* a blocking call that never returns fails the test */
 	int n = 0;
 	struct ibv_device **list = ibv_get_device_list(&n);
 	CHECK(list && n >= 1);
@@ -174,6 +177,25 @@ int main(void)
 
 	/* One SRQ receive taken of 4, 3 left: above the limit of 2, still armed. */
 	CHECK(ibv_query_srq(srq, &sattr) == 0 && sattr.srq_limit == 2);
+
+	/* Armed at 3 with 3 left: the next receive taken leaves 2 and raises
+	 * the limit event on the context's async_fd, once, then disarms. */
+	sattr.srq_limit = 3;
+	CHECK(ibv_modify_srq(srq, &sattr, IBV_SRQ_LIMIT) == 0);
+	swr.wr_id = 11;
+	CHECK(ibv_post_send(a, &swr, &bad_swr) == 0);
+	got[0] = wait_one(cq);
+	got[1] = wait_one(cq);
+	CHECK(got[0].status == IBV_WC_SUCCESS && got[1].status == IBV_WC_SUCCESS);
+	struct ibv_async_event ev;
+	CHECK(ibv_get_async_event(ctx, &ev) == 0); /* blocking: alarm() bounds it */
+	CHECK(ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == srq);
+	ibv_ack_async_event(&ev);
+	CHECK(srq->events_completed == 1);
+	CHECK(ibv_query_srq(srq, &sattr) == 0 && sattr.srq_limit == 0);
+	CHECK(fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK) == 0);
+	errno = 0;
+	CHECK(ibv_get_async_event(ctx, &ev) == -1 && errno == EAGAIN);
 
 	CHECK(ibv_dealloc_pd(pd) == EBUSY);
 	CHECK(ibv_destroy_ah(to_a) == 0 && ibv_destroy_ah(to_b) == 0);
