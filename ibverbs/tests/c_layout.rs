@@ -8,6 +8,8 @@ use std::fmt::Write as _;
 use std::mem::{offset_of, size_of};
 use std::process::Command;
 use uroce_ibverbs::ffi::abi::*;
+use uroce_ibverbs::ffi::cm_abi::*;
+use uroce_ibverbs::ffi::cm_addrinfo::RdmaAddrinfo;
 
 /// For each (C struct, Rust type, fields named alike in both): the C lines
 /// that print them and the lines the Rust side expects.
@@ -32,10 +34,12 @@ macro_rules! layouts {
 
 #[test]
 fn the_structures_match_rdma_cores_headers() {
-    let header = std::path::Path::new("/usr/include/infiniband/verbs.h");
+    let headers = ["/usr/include/infiniband/verbs.h", "/usr/include/rdma/rdma_cma.h"];
     let gcc = Command::new("gcc").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !header.exists() || !gcc {
-        println!("SKIP: needs gcc and rdma-core's headers (libibverbs-dev; bash scripts/install-deps as root)");
+    if !headers.iter().all(|h| std::path::Path::new(h).exists()) || !gcc {
+        println!(
+            "SKIP: needs gcc and rdma-core's headers (libibverbs-dev, librdmacm-dev; bash scripts/install-deps as root)"
+        );
         return;
     }
     let (body, want) = layouts! {
@@ -108,13 +112,31 @@ fn the_structures_match_rdma_cores_headers() {
         "ibv_sge" => IbvSge { addr, length, lkey }
         "ibv_send_wr" => IbvSendWr { wr_id, next, sg_list, num_sge, opcode, send_flags, wr_0 = "wr" }
         "ibv_recv_wr" => IbvRecvWr { wr_id, next, sg_list, num_sge }
+        "rdma_event_channel" => RdmaEventChannel { fd }
+        "rdma_ib_addr" => RdmaIbAddr { sgid, dgid, pkey }
+        "rdma_addr" => RdmaAddr { src = "src_storage", dst = "dst_storage", ibaddr = "addr.ibaddr" }
+        "rdma_route" => RdmaRoute { addr, path_rec, num_paths }
+        "rdma_cm_id" => RdmaCmId {
+            verbs, channel, context, qp, route, ps, port_num, event, send_cq_channel, send_cq, recv_cq_channel,
+            recv_cq, srq, pd, qp_type
+        }
+        "rdma_conn_param" => RdmaConnParam {
+            private_data, private_data_len, responder_resources, initiator_depth, flow_control, retry_count,
+            rnr_retry_count, srq, qp_num
+        }
+        "rdma_ud_param" => RdmaUdParam { private_data, private_data_len, ah_attr, qp_num, qkey }
+        "rdma_cm_event" => RdmaCmEvent { id, listen_id, event, status, conn = "param.conn" }
+        "rdma_addrinfo" => RdmaAddrinfo {
+            ai_flags, ai_family, ai_qp_type, ai_port_space, ai_src_len, ai_dst_len, ai_src_addr, ai_dst_addr,
+            ai_src_canonname, ai_dst_canonname, ai_route_len, ai_route, ai_connect_len, ai_connect, ai_next
+        }
     };
     let dir = std::env::temp_dir().join(format!("uroce-c-layout-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("layout.c");
     let exe = dir.join("layout");
     let program = format!(
-        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {{\n{body}return 0;\n}}\n"
+        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\n#include <rdma/rdma_cma.h>\nint main(void) {{\n{body}return 0;\n}}\n"
     );
     std::fs::write(&src, program).unwrap();
     let cc = Command::new("gcc").arg("-o").arg(&exe).arg(&src).output().expect("gcc");

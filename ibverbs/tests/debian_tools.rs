@@ -170,43 +170,100 @@ fn pingpong(tool: &str, extra: &[&str]) {
 /// its client, two processes over the drop-in on two loopback addresses;
 /// asserts both succeed and returns their outputs (client, server).
 fn server_and_client(tool: &str, args: &[&str]) -> (String, String) {
-    let net = TestNet::new();
-    let dir = install_dir();
     let port = free_tcp_port().to_string();
     let mut args = args.to_vec();
     args.extend_from_slice(&["-p", &port]);
-    let server = Command::new("timeout")
-        .arg("60")
-        .arg(tool)
-        .args(&args)
-        .env("LD_LIBRARY_PATH", dir.path())
-        .env("UROCE_DEVICES", net.udp(1))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the server");
-    // The server listens once its device is open; the client retries until then.
-    let host = net.ip(1).to_string();
-    let mut client_args = args.clone();
-    client_args.push(&host);
-    let mut client = (false, String::new());
-    for _ in 0..50 {
-        client = run_over_dropin(dir.path(), &net.udp(2), tool, &client_args);
-        if client.0 || !client.1.contains("Couldn't connect") {
-            break;
+    // perftest's client exits 0 even when it could not connect: its text
+    // says. Over rdma_cm (-R) a connect just before the listen is REJECTED.
+    let not_ready = if args.contains(&"-R") { "RDMA_CM_EVENT_REJECTED" } else { "Couldn't connect" };
+    two_processes(tool, &args, &args, |server| vec![server.to_string()], not_ready)
+}
+
+/// Runs `tool server_args` on one loopback address and, once its device is
+/// open, `tool client_args tail(server address)` on another, both over the
+/// drop-in. A client that came too early (its output says `not_ready`: the
+/// server was not listening yet) ends the attempt: the server is stopped and
+/// both start again, as a client that half-connected can leave a server
+/// (perftest -R's) waiting on it. Asserts both succeed; their outputs
+/// (client, server).
+fn two_processes(
+    tool: &str,
+    server_args: &[&str],
+    client_args: &[&str],
+    tail: impl Fn(&str) -> Vec<String>,
+    not_ready: &str,
+) -> (String, String) {
+    let net = TestNet::new();
+    let dir = install_dir();
+    let mut client_args: Vec<String> = client_args.iter().map(|a| a.to_string()).collect();
+    client_args.extend(tail(&net.ip(1).to_string()));
+    let client_args: Vec<&str> = client_args.iter().map(String::as_str).collect();
+    for attempt in 1..=5 {
+        let mut server = Command::new("timeout")
+            .arg("60")
+            .arg(tool)
+            .args(server_args)
+            .env("LD_LIBRARY_PATH", dir.path())
+            .env("UROCE_DEVICES", net.udp(1))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the server");
+        // A client connecting over rdma_cm before the server's device is up
+        // would wait out its REQ's retries: wait for the device.
+        for _ in 0..200 {
+            if roce_port_bound(net.ip(1)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::thread::sleep(std::time::Duration::from_millis(100 * attempt));
+        let bounded: Vec<&str> = ["60", tool].into_iter().chain(client_args.iter().copied()).collect();
+        let client = run_over_dropin(dir.path(), &net.udp(2), "timeout", &bounded);
+        if client.1.contains(not_ready) && attempt < 5 {
+            // SIGTERM to our own `timeout`, which passes it to the server it runs.
+            let _ = Command::new("kill").args(["-TERM", &server.id().to_string()]).status();
+            let _ = server.wait();
+            continue;
+        }
+        let server = server.wait_with_output().expect("the server's output");
+        let server_text =
+            String::from_utf8_lossy(&server.stdout).into_owned() + &String::from_utf8_lossy(&server.stderr);
+        let ok = client.0 && !client.1.contains(not_ready);
+        assert!(ok, "{tool} {client_args:?} client: {}\nserver: {server_text}", client.1);
+        assert!(server.status.success(), "{tool} {server_args:?} server: {server_text}");
+        return (client.1, server_text);
     }
-    let server = server.wait_with_output().expect("the server's output");
-    let server_text = String::from_utf8_lossy(&server.stdout).into_owned() + &String::from_utf8_lossy(&server.stderr);
-    // perftest's client exits 0 even when it could not connect: its text says.
-    assert!(
-        client.0 && !client.1.contains("Couldn't connect"),
-        "{tool} {args:?} client: {}\nserver: {server_text}",
-        client.1
-    );
-    assert!(server.status.success(), "{tool} {args:?} server: {server_text}");
-    (client.1, server_text)
+    unreachable!("the last attempt returns or fails")
+}
+
+/// Whether a process holds UDP port 4791 (RoCEv2) on `ip`: a uroce device
+/// on the udp link is open there. Read from /proc/net/udp, as binding the
+/// port to find out could take it from the server.
+fn roce_port_bound(ip: std::net::Ipv4Addr) -> bool {
+    let want = format!("{:08X}:12B7", u32::from_le_bytes(ip.octets()));
+    std::fs::read_to_string("/proc/net/udp")
+        .is_ok_and(|t| t.lines().any(|l| l.split_whitespace().nth(1) == Some(want.as_str())))
+}
+
+/// Debian's rping over rdma_cm between two processes: 100 pings of 1 KiB,
+/// each checked by both ends (`-V`), the client printing each (`-v`).
+#[test]
+fn rping_connects_over_rdma_cm_and_checks_its_data() {
+    if !have("rping") {
+        return;
+    }
+    let port = free_tcp_port().to_string();
+    let common = ["-p", &port, "-C", "100", "-S", "1024", "-V"];
+    let server_args: Vec<&str> = ["-s", "-a", "0.0.0.0"].iter().chain(common.iter()).copied().collect();
+    let client_args: Vec<&str> = ["-c", "-v"].iter().chain(common.iter()).copied().collect();
+    let tail = |server: &str| vec!["-a".to_string(), server.to_string()];
+    let (client, server) = two_processes("rping", &server_args, &client_args, tail, "REJECTED");
+    let pings = client.lines().filter(|l| l.starts_with("ping data: rdma-ping-")).count();
+    assert_eq!(pings, 100, "client: {client}\nserver: {server}");
+    for text in [&client, &server] {
+        assert!(!text.contains("mismatch") && !text.contains("error"), "{text}");
+    }
 }
 
 /// The eight perftest tests over RC between two processes, `extra` flags
@@ -240,6 +297,13 @@ fn perftests_eight_tests_run_between_two_processes() {
 #[test]
 fn perftests_eight_tests_run_with_the_old_post_send() {
     perftest(&["--use_old_post_send"]);
+}
+
+/// `-R`: the ends meet over rdma_cm (rdma_getaddrinfo, a listener, connect
+/// and accept, their messages over the connection) instead of a TCP socket.
+#[test]
+fn perftests_eight_tests_connect_over_rdma_cm() {
+    perftest(&["-R"]);
 }
 
 #[test]

@@ -196,6 +196,12 @@ impl Context {
         }
     }
 
+    /// Whether `other` is this very context (a clone of it), not merely
+    /// another context on the same device.
+    pub fn same_context(&self, other: &Context) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// The event a record read from [`Context::async_fd`] names: the program
     /// read the descriptor itself (`ibv_get_async_event` in C reads
     /// `context->async_fd`, blocking or not as the program set it); `None` if

@@ -145,6 +145,37 @@ pub fn context_of(ctx: *const IbvContext) -> Option<&'static UroceContext> {
     CONTEXTS.get(boxed(ctx))
 }
 
+/// The C context of a uroce context rdma_cm chose (`id->verbs`): the open
+/// C context wrapping that very context.
+pub fn c_context_for(ctx: &Context) -> Option<*mut IbvContext> {
+    let found = CONTEXTS.find(|c: &UroceContext| c.ctx.same_context(ctx))?;
+    Some(ptr::from_ref(found).cast::<u8>().wrapping_add(CONTEXT_OFFSET).cast::<IbvContext>().cast_mut())
+}
+
+/// Opens every configured device once for rdma_cm, as librdmacm opens its
+/// own `ibv_context` of each device and never closes it: rdma_cm then finds
+/// each device by its address, and `id->verbs` is one of these (or another
+/// context the program opened on the same device). A device that does not
+/// open is said (UROCE_EXPLAIN) and left out.
+pub fn open_devices_for_cm() {
+    static OPENED: OnceLock<()> = OnceLock::new();
+    OPENED.get_or_init(|| {
+        for d in devices().unwrap_or_default() {
+            let _ = ibv_open_device(ptr::addr_of!(d.verbs.device).cast_mut());
+        }
+    });
+}
+
+/// Whether `ip` is the address of a configured device (rdma_cm may bind it).
+pub fn is_device_ip(ip: std::net::IpAddr) -> bool {
+    let open = |c: &UroceContext| {
+        let info = c.ctx.link_info();
+        info.ipv4.is_some_and(|v4| std::net::IpAddr::V4(v4) == ip || v4.to_ipv6_mapped() == ip)
+            || info.ipv6.iter().any(|v6| std::net::IpAddr::V6(*v6) == ip)
+    };
+    CONTEXTS.find(open).is_some()
+}
+
 /// How the drop-in's contexts move packets: a background thread per device,
 /// so one-sided operations land while the program computes or spins on memory.
 fn open_options() -> OpenOptions {

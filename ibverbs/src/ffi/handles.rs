@@ -59,6 +59,14 @@ impl Live {
         Some(unsafe { &*ptr })
     }
 
+    /// Every live object (for what the process does at exit).
+    pub fn all<T>(&self) -> Vec<&'static T> {
+        let set = self.set();
+        // SAFETY: as in `find`; the references outlive the lock only as far
+        // as the objects' own lifetimes, which C ends by releasing them.
+        set.iter().map(|&a| unsafe { &*(a as *const T) }).collect()
+    }
+
     /// The first live object for which `pred` holds (a walk over them all:
     /// for rare lookups, such as the object an asynchronous event names).
     pub fn find<T>(&self, pred: impl Fn(&T) -> bool) -> Option<&'static T> {

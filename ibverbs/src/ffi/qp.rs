@@ -17,8 +17,8 @@ use core::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use uroce_verbs::{
-    AccessFlags, AddressVector, Gid, Mtu, Qp, QpAttr, QpAttrMask, QpCap, QpInit, QpState, QpType, RecvWr, SendFlags,
-    SendWr, Sge, WrOp,
+    AccessFlags, AddressVector, Gid, Mtu, Pd, Qp, QpAttr, QpAttrMask, QpCap, QpInit, QpState, QpType, RecvWr,
+    SendFlags, SendWr, Sge, WrOp,
 };
 
 /// A QP as C holds it: a `verbs_qp` (`ibv_qp_ex`, whose first member is
@@ -68,6 +68,17 @@ fn cap_of(c: &IbvQpCap) -> QpCap {
 /// `ibv_wr_*` operations asked for, checked by the caller) when it asked for
 /// builders.
 pub fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr, send_ops: Option<u64>) -> Result<*mut IbvQp, c_int> {
+    create_qp_with(pd, attr, send_ops, |pd, init| pd.create_qp(init).map_err(refused("ibv_create_qp")))
+}
+
+/// [`create_qp`] with the uroce QP made by `make` (rdma_cm's
+/// `rdma_create_qp` makes it through the ID).
+pub fn create_qp_with(
+    pd: *mut IbvPd,
+    attr: *mut IbvQpInitAttr,
+    send_ops: Option<u64>,
+    make: impl FnOnce(&Pd, &QpInit) -> Result<Qp, c_int>,
+) -> Result<*mut IbvQp, c_int> {
     let p = PDS.get(pd.cast::<UrocePd>()).ok_or(libc::EINVAL)?;
     if attr.is_null() {
         return Err(libc::EINVAL);
@@ -95,7 +106,7 @@ pub fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAttr, send_ops: Option<u64>
         init.cap.max_recv_sge = 0;
     }
     init.sq_sig_all = a.sq_sig_all != 0;
-    let inner = p.inner.create_qp(&init).map_err(refused("ibv_create_qp"))?;
+    let inner = make(&p.inner, &init)?;
     // SAFETY: all-zero is a valid IbvQp (NULL pointers, zero numbers, an
     // unlocked mutex, an initialized condition variable).
     let mut qp: IbvQp = unsafe { core::mem::zeroed() };
@@ -239,34 +250,8 @@ pub extern "C" fn ibv_query_qp(
             ptr::write_bytes(init_attr, 0, 1);
             (&mut *attr, &mut *init_attr)
         };
-        a.qp_state = e.qp_state as c_int;
-        a.cur_qp_state = e.qp_state as c_int;
-        a.path_mtu = e.path_mtu.to_enum().into();
-        a.qkey = e.qkey;
-        a.rq_psn = e.rq_psn;
-        a.sq_psn = e.sq_psn;
-        a.dest_qp_num = e.dest_qp_num;
-        a.qp_access_flags = e.qp_access_flags.0;
+        fill_c_attr(a, &e);
         a.cap = cap;
-        a.ah_attr.grh = IbvGlobalRoute {
-            dgid: IbvGid(e.ah_attr.dgid.0),
-            flow_label: e.ah_attr.flow_label,
-            sgid_index: e.ah_attr.sgid_index,
-            hop_limit: e.ah_attr.hop_limit,
-            traffic_class: e.ah_attr.traffic_class,
-        };
-        a.ah_attr.is_global = 1;
-        a.ah_attr.port_num = e.ah_attr.port_num;
-        a.pkey_index = e.pkey_index;
-        a.port_num = e.port_num;
-        a.timeout = e.timeout;
-        a.retry_cnt = e.retry_cnt;
-        a.rnr_retry = e.rnr_retry;
-        a.min_rnr_timer = e.min_rnr_timer;
-        a.max_rd_atomic = e.max_rd_atomic;
-        a.max_dest_rd_atomic = e.max_dest_rd_atomic;
-        a.sq_draining = e.sq_draining.into();
-        a.en_sqd_async_notify = e.en_sqd_async_notify.into();
         i.qp_context = q.qp.qp_base.qp_context;
         i.send_cq = q.qp.qp_base.send_cq;
         i.recv_cq = q.qp.qp_base.recv_cq;
@@ -277,6 +262,47 @@ pub extern "C" fn ibv_query_qp(
     })
 }
 symver!(ibv_query_qp, "IBVERBS_1.1");
+
+/// Writes the engine's QP attributes into C's (`cap` aside: the caller's).
+pub fn fill_c_attr(a: &mut IbvQpAttr, e: &QpAttr) {
+    a.qp_state = e.qp_state as c_int;
+    a.cur_qp_state = e.qp_state as c_int;
+    a.path_mtu = e.path_mtu.to_enum().into();
+    a.qkey = e.qkey;
+    a.rq_psn = e.rq_psn;
+    a.sq_psn = e.sq_psn;
+    a.dest_qp_num = e.dest_qp_num;
+    a.qp_access_flags = e.qp_access_flags.0;
+    a.ah_attr.grh = IbvGlobalRoute {
+        dgid: IbvGid(e.ah_attr.dgid.0),
+        flow_label: e.ah_attr.flow_label,
+        sgid_index: e.ah_attr.sgid_index,
+        hop_limit: e.ah_attr.hop_limit,
+        traffic_class: e.ah_attr.traffic_class,
+    };
+    a.ah_attr.is_global = 1;
+    a.ah_attr.port_num = e.ah_attr.port_num;
+    a.pkey_index = e.pkey_index;
+    a.port_num = e.port_num;
+    a.timeout = e.timeout;
+    a.retry_cnt = e.retry_cnt;
+    a.rnr_retry = e.rnr_retry;
+    a.min_rnr_timer = e.min_rnr_timer;
+    a.max_rd_atomic = e.max_rd_atomic;
+    a.max_dest_rd_atomic = e.max_dest_rd_atomic;
+    a.sq_draining = e.sq_draining.into();
+    a.en_sqd_async_notify = e.en_sqd_async_notify.into();
+}
+
+/// Keeps `qp->state`, which programs read directly, true after a change
+/// made other than by `ibv_modify_qp` (rdma_cm's connect and accept).
+pub fn sync_state(qp: *mut IbvQp) {
+    if let Some(q) = QPS.get(qp.cast::<UroceQp>()) {
+        let state = q.inner.state() as c_int;
+        // SAFETY: qp is a live QP (checked); C reads this field, we write it.
+        unsafe { ptr::addr_of_mut!((*qp).state).write(state) };
+    }
+}
 
 /// The scatter/gather list of a C work request.
 pub fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<Sge>, c_int> {

@@ -193,38 +193,20 @@ symver!(verbs_allow_disassociate_destroy, "IBVERBS_PRIVATE_34");
 // --- librdmacm: not served yet. librdmacm's int calls return -1 with errno.
 
 returns_null! {
-    rdma_create_event_channel @ "RDMACM_1.0",
     rdma_get_devices @ "RDMACM_1.0",
 }
 
 returns_minus_one! { libc::EOPNOTSUPP;
-    rdma_accept @ "RDMACM_1.0",
-    rdma_ack_cm_event @ "RDMACM_1.0",
-    rdma_bind_addr @ "RDMACM_1.0",
-    rdma_connect @ "RDMACM_1.0",
     rdma_create_ep @ "RDMACM_1.0",
-    rdma_create_id @ "RDMACM_1.0",
-    rdma_create_qp @ "RDMACM_1.0",
     rdma_create_qp_ex @ "RDMACM_1.0",
     rdma_create_srq @ "RDMACM_1.0",
     rdma_create_srq_ex @ "RDMACM_1.0",
-    rdma_destroy_id @ "RDMACM_1.0",
-    rdma_disconnect @ "RDMACM_1.0",
-    rdma_get_cm_event @ "RDMACM_1.0",
     rdma_get_request @ "RDMACM_1.0",
-    rdma_getaddrinfo @ "RDMACM_1.0",
     rdma_join_multicast @ "RDMACM_1.0",
     rdma_leave_multicast @ "RDMACM_1.0",
-    rdma_listen @ "RDMACM_1.0",
     rdma_migrate_id @ "RDMACM_1.0",
     rdma_notify @ "RDMACM_1.0",
-    rdma_reject @ "RDMACM_1.0",
-    rdma_resolve_addr @ "RDMACM_1.0",
-    rdma_resolve_route @ "RDMACM_1.0",
-    rdma_set_option @ "RDMACM_1.0",
     rdma_join_multicast_ex @ "RDMACM_1.1",
-    rdma_establish @ "RDMACM_1.2",
-    rdma_init_qp_attr @ "RDMACM_1.2",
     rdma_get_remote_ece @ "RDMACM_1.3",
     rdma_reject_ece @ "RDMACM_1.3",
     rdma_set_local_ece @ "RDMACM_1.3",
@@ -232,26 +214,9 @@ returns_minus_one! { libc::EOPNOTSUPP;
 
 does_nothing! {
     rdma_destroy_ep @ "RDMACM_1.0",
-    rdma_destroy_event_channel @ "RDMACM_1.0",
-    rdma_destroy_qp @ "RDMACM_1.0",
     rdma_destroy_srq @ "RDMACM_1.0",
     rdma_free_devices @ "RDMACM_1.0",
-    rdma_freeaddrinfo @ "RDMACM_1.0",
 }
-
-/// `rdma_get_src_port` / `rdma_get_dst_port` answer a port number (network
-/// order); 0 for an id uroce cannot create yet.
-#[no_mangle]
-pub extern "C" fn rdma_get_src_port() -> u16 {
-    0
-}
-symver!(rdma_get_src_port, "RDMACM_1.0");
-
-#[no_mangle]
-pub extern "C" fn rdma_get_dst_port() -> u16 {
-    0
-}
-symver!(rdma_get_dst_port, "RDMACM_1.0");
 
 // rsocket: sockets over RDMA, which programs import (rping's common.h takes
 // rpoll) but rarely call. rpoll is poll(2) (strings.rs); the rest ENOSYS.

@@ -120,6 +120,12 @@ impl CmId {
         Ok(())
     }
 
+    /// `rdma_set_option(RDMA_OPTION_ID, RDMA_OPTION_ID_TOS)`: the type of
+    /// service of the route resolved next (its traffic class).
+    pub fn set_tos(&self, tos: u8) {
+        self.state().tos = tos;
+    }
+
     /// `rdma_resolve_route`: the path on RoCE is the GIDs of the two IPs, the
     /// port's MTU and a flow label from the two ports (as the kernel derives
     /// it); ROUTE_RESOLVED at once.
@@ -139,7 +145,7 @@ impl CmId {
             path_mtu: ctx.query_port().active_mtu,
             flow_label: flow_label_of_ports(src.port(), dst.port()),
             hop_limit: HOP_LIMIT,
-            traffic_class: 0,
+            traffic_class: st.tos,
         });
         st.cma = CmaState::RouteResolved;
         drop(st);

@@ -216,6 +216,14 @@ impl EventChannel {
         }
     }
 
+    /// The event a record read from the channel's descriptor names: the
+    /// program read the descriptor itself (`rdma_get_cm_event` in C reads
+    /// `channel->fd`, blocking or not as the program set it); `None` if the
+    /// record names no waiting event.
+    pub fn event_of_record(&self, record: &[u8]) -> Option<CmEvent> {
+        self.0.events.take_record(record)
+    }
+
     /// The next event, without waiting.
     pub fn try_get_cm_event(&self) -> Option<CmEvent> {
         self.0.events.try_take()

@@ -73,6 +73,9 @@ pub(crate) struct IdState {
     pub initiator_depth: u8,
     /// The active side's REQ values, kept for its QP.
     pub retry_count: u8,
+    /// The type of service of the route (`rdma_set_option` RDMA_OPTION_ID_TOS):
+    /// its GRH traffic class, the IP header's TOS.
+    pub tos: u8,
     /// The QP's attributes, once the peer's REQ or REP told them.
     pub conn: Option<ConnInfo>,
     /// The passive side's REQ.
@@ -105,6 +108,7 @@ impl IdInner {
                 responder_resources: 0,
                 initiator_depth: 0,
                 retry_count: 0,
+                tos: 0,
                 conn: None,
                 req: None,
             }),

@@ -1,0 +1,464 @@
+//! librdmacm on uroce's rdma_cm: event channels, IDs, addresses and routes,
+//! the QP of an ID, and the connection calls. As librdmacm's, each call
+//! returns 0, or -1 with errno set. `id->verbs` is the C context of the
+//! device the ID uses: the drop-in opens each configured device once for
+//! rdma_cm (as librdmacm opens its own contexts), so an address names one.
+
+use super::abi::*;
+use super::cm_abi::*;
+use super::device::{c_context_for, is_device_ip, open_devices_for_cm};
+use super::handles::{unused, Live};
+use super::qp::{create_qp_with, fill_c_attr, sync_state, UroceQp, QPS};
+use super::{guard, null_on_err, refused, set_errno, symver};
+use crate::explain::explain;
+use core::cell::UnsafeCell;
+use core::ffi::{c_int, c_void};
+use core::ptr;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use uroce_verbs::rdma_cm::{CmId, ConnParam, EventChannel, PortSpace};
+use uroce_verbs::QpState;
+
+/// An event channel as C holds it.
+#[repr(C)]
+pub struct UroceEventChannel {
+    ch: RdmaEventChannel,
+    pub inner: EventChannel,
+    /// IDs that report to it.
+    users: AtomicUsize,
+    /// Threads inside `rdma_get_cm_event` on it.
+    pub readers: AtomicUsize,
+}
+
+/// An ID as C holds it. The C struct is in an `UnsafeCell`: the library
+/// writes fields of it (`verbs`, `qp`, the route) that the program reads.
+#[repr(C)]
+pub struct UroceCmId {
+    id: UnsafeCell<RdmaCmId>,
+    pub inner: CmId,
+    pub channel: &'static UroceEventChannel,
+}
+
+pub static EVENT_CHANNELS: Live = Live::new();
+pub static CM_IDS: Live = Live::new();
+
+/// librdmacm's convention: 0, or -1 with errno.
+pub fn cm_status(r: Result<(), c_int>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_create_event_channel() -> *mut RdmaEventChannel {
+    guard(ptr::null_mut(), || {
+        open_devices_for_cm();
+        null_on_err(EventChannel::new().map_err(refused("rdma_create_event_channel")).map(|inner| {
+            let ch = RdmaEventChannel { fd: inner.as_raw_fd() };
+            let (users, readers) = (AtomicUsize::new(0), AtomicUsize::new(0));
+            EVENT_CHANNELS.adopt(Box::new(UroceEventChannel { ch, inner, users, readers })).cast()
+        }))
+    })
+}
+symver!(rdma_create_event_channel, "RDMACM_1.0");
+
+#[no_mangle]
+pub extern "C" fn rdma_destroy_event_channel(channel: *mut RdmaEventChannel) {
+    guard((), || {
+        // librdmacm's is void: a channel IDs still use is left in place.
+        let busy = |c: &UroceEventChannel| unused(&c.users, "rdma_destroy_event_channel", "IDs");
+        if let Ok(c) = EVENT_CHANNELS.release(channel.cast::<UroceEventChannel>(), busy) {
+            if c.readers.load(Ordering::Acquire) > 0 {
+                // A thread blocks reading it (rping's CM thread at exit): on
+                // the kernel's descriptor it would block on, not see the end
+                // of the socket, so the library's end stays open.
+                Box::leak(c);
+            }
+        }
+    })
+}
+symver!(rdma_destroy_event_channel, "RDMACM_1.0");
+
+impl UroceCmId {
+    /// A C ID for `inner`, reporting to `channel`, with the program's `context`.
+    pub fn adopt(inner: CmId, channel: &'static UroceEventChannel, context: *mut c_void) -> *mut RdmaCmId {
+        // SAFETY: all-zero is a valid rdma_cm_id (NULL pointers, zero numbers).
+        let mut id: RdmaCmId = unsafe { core::mem::zeroed() };
+        id.channel = ptr::from_ref(&channel.ch).cast_mut();
+        id.context = context;
+        id.ps = RDMA_PS_TCP;
+        id.qp_type = IBV_QPT_RC;
+        channel.users.fetch_add(1, Ordering::AcqRel);
+        let raw = CM_IDS.adopt(Box::new(UroceCmId { id: UnsafeCell::new(id), inner, channel }));
+        // SAFETY: just adopted, alive.
+        unsafe { &*raw }.refresh();
+        raw.cast()
+    }
+
+    /// The pointer C holds.
+    pub fn as_c(&self) -> *mut RdmaCmId {
+        self.id.get()
+    }
+
+    /// Brings the fields programs read (`verbs`, `port_num`, the route's
+    /// addresses and GIDs, `qp->state`) up to date with the ID.
+    pub fn refresh(&self) {
+        let c = self.as_c();
+        let verbs = self.inner.context().and_then(|ctx| c_context_for(&ctx)).unwrap_or(ptr::null_mut());
+        let (src, dst) = (self.inner.local_addr(), self.inner.peer_addr());
+        // SAFETY: c is this live ID's C struct; programs read these fields,
+        // only the library writes them.
+        unsafe {
+            (*c).verbs = verbs;
+            (*c).port_num = if verbs.is_null() { 0 } else { 1 };
+            if let Some(a) = src {
+                (*c).route.addr.src = storage_of(a);
+                (*c).route.addr.ibaddr.sgid = gid_of_ip(a.ip());
+            }
+            if let Some(a) = dst {
+                (*c).route.addr.dst = storage_of(a);
+                (*c).route.addr.ibaddr.dgid = gid_of_ip(a.ip());
+            }
+            (*c).route.addr.ibaddr.pkey = 0xffff_u16.to_be();
+            (*c).route.num_paths = i32::from(dst.is_some());
+            sync_state((*c).qp);
+        }
+    }
+
+    fn qp(&self) -> *mut IbvQp {
+        // SAFETY: reads a field of this live ID's C struct.
+        unsafe { (*self.as_c()).qp }
+    }
+
+    /// The port of one end (`src` or `dst` of the route), in network order.
+    fn port(&self, of: impl FnOnce(&RdmaAddr) -> &libc::sockaddr_storage) -> u16 {
+        // SAFETY: reads a field of this live ID's C struct, which the library filled (or zeroed).
+        let storage = of(unsafe { &(*self.as_c()).route.addr });
+        // SAFETY: as above: a sockaddr_storage of a known family, or AF_UNSPEC.
+        unsafe { socket_addr_of(ptr::from_ref(storage).cast()) }.map_or(0, |a| a.port().to_be())
+    }
+}
+
+/// Makes the process's connections end as the kernel ends them when a
+/// process exits without destroying its IDs (perftest's `ib_atomic_lat -R`
+/// server returns from main connected): a DREQ to each peer, which then
+/// hears DISCONNECTED instead of waiting out the DREQ's retries.
+fn disconnect_at_exit() {
+    extern "C" fn at_exit() {
+        guard((), || {
+            for id in CM_IDS.all::<UroceCmId>() {
+                // IDs not connected refuse (EINVAL): nothing to end.
+                let _ = id.inner.disconnect();
+            }
+        })
+    }
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    // SAFETY: at_exit is an extern "C" fn of no arguments that lives as
+    // long as the process (the library is never unloaded: -z nodelete).
+    REGISTERED.call_once(|| unsafe {
+        libc::atexit(at_exit);
+    });
+}
+
+/// The live ID C passed.
+pub fn id_of(id: *mut RdmaCmId) -> Result<&'static UroceCmId, c_int> {
+    CM_IDS.get(id.cast::<UroceCmId>()).ok_or(libc::EINVAL)
+}
+
+fn create_id(
+    channel: *mut RdmaEventChannel,
+    out: *mut *mut RdmaCmId,
+    context: *mut c_void,
+    ps: c_int,
+) -> Result<(), c_int> {
+    if out.is_null() {
+        return Err(libc::EINVAL);
+    }
+    if ps != RDMA_PS_TCP {
+        explain("rdma_create_id", &format!("port space {ps:#x}: uroce's rdma_cm serves RDMA_PS_TCP (RC connections)"));
+        return Err(libc::EOPNOTSUPP);
+    }
+    let Some(ch) = EVENT_CHANNELS.get(channel.cast::<UroceEventChannel>()) else {
+        explain("rdma_create_id", "synchronous IDs (no event channel) are not served yet: pass a channel");
+        return Err(match channel.is_null() {
+            true => libc::EOPNOTSUPP,
+            false => libc::EINVAL,
+        });
+    };
+    let inner = ch.inner.create_id(PortSpace::Tcp).map_err(refused("rdma_create_id"))?;
+    disconnect_at_exit();
+    let id = UroceCmId::adopt(inner, ch, context);
+    // SAFETY: out is the caller's out-pointer (checked non-NULL).
+    unsafe { *out = id };
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_create_id(
+    channel: *mut RdmaEventChannel,
+    id: *mut *mut RdmaCmId,
+    context: *mut c_void,
+    ps: c_int,
+) -> c_int {
+    guard(-1, || cm_status(create_id(channel, id, context, ps)))
+}
+symver!(rdma_create_id, "RDMACM_1.0");
+
+#[no_mangle]
+pub extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
+    guard(-1, || {
+        cm_status(CM_IDS.release(id.cast::<UroceCmId>(), |_| Ok(())).map(|i| {
+            i.channel.users.fetch_sub(1, Ordering::AcqRel);
+        }))
+    })
+}
+symver!(rdma_destroy_id, "RDMACM_1.0");
+
+/// The socket address C passed; `None` for NULL, EINVAL for another family.
+fn addr_arg(sa: *const libc::sockaddr, verb: &str) -> Result<Option<SocketAddr>, c_int> {
+    if sa.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the program passes a socket address of the family it names.
+    let addr = unsafe { socket_addr_of(sa) }.ok_or_else(|| {
+        explain(verb, "only AF_INET and AF_INET6 addresses are served");
+        libc::EAFNOSUPPORT
+    })?;
+    if !addr.ip().is_unspecified() && !is_device_ip(addr.ip()) {
+        explain(verb, &format!("{} is no uroce device's address: add udp:{} to UROCE_DEVICES", addr.ip(), addr.ip()));
+        return Err(libc::EADDRNOTAVAIL);
+    }
+    Ok(Some(addr))
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_bind_addr(id: *mut RdmaCmId, addr: *mut libc::sockaddr) -> c_int {
+    guard(-1, || {
+        cm_status((|| {
+            let i = id_of(id)?;
+            let a = addr_arg(addr, "rdma_bind_addr")?.ok_or(libc::EINVAL)?;
+            i.inner.bind_addr(a).map_err(refused("rdma_bind_addr"))?;
+            i.refresh();
+            Ok(())
+        })())
+    })
+}
+symver!(rdma_bind_addr, "RDMACM_1.0");
+
+#[no_mangle]
+pub extern "C" fn rdma_listen(id: *mut RdmaCmId, backlog: c_int) -> c_int {
+    guard(-1, || cm_status(id_of(id).and_then(|i| i.inner.listen(backlog).map_err(refused("rdma_listen")))))
+}
+symver!(rdma_listen, "RDMACM_1.0");
+
+#[no_mangle]
+pub extern "C" fn rdma_resolve_addr(
+    id: *mut RdmaCmId,
+    src: *mut libc::sockaddr,
+    dst: *mut libc::sockaddr,
+    timeout_ms: c_int,
+) -> c_int {
+    guard(-1, || {
+        cm_status((|| {
+            let i = id_of(id)?;
+            let src = addr_arg(src, "rdma_resolve_addr")?;
+            // SAFETY: the program passes a socket address of the family it names.
+            let dst = unsafe { socket_addr_of(dst) }.ok_or(libc::EINVAL)?;
+            let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+            i.inner.resolve_addr(src, dst, timeout).map_err(refused("rdma_resolve_addr"))?;
+            i.refresh();
+            Ok(())
+        })())
+    })
+}
+symver!(rdma_resolve_addr, "RDMACM_1.0");
+
+#[no_mangle]
+pub extern "C" fn rdma_resolve_route(id: *mut RdmaCmId, timeout_ms: c_int) -> c_int {
+    guard(-1, || {
+        cm_status(id_of(id).and_then(|i| {
+            let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+            i.inner.resolve_route(timeout).map_err(refused("rdma_resolve_route"))?;
+            i.refresh();
+            Ok(())
+        }))
+    })
+}
+symver!(rdma_resolve_route, "RDMACM_1.0");
+
+fn create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<(), c_int> {
+    let i = id_of(id)?;
+    if pd.is_null() || attr.is_null() {
+        explain("rdma_create_qp", "a PD and attributes with both CQs are needed (the ID's defaults are not made yet)");
+        return Err(libc::EINVAL);
+    }
+    let qp = create_qp_with(pd, attr, None, |p, init| i.inner.create_qp(p, init).map_err(refused("rdma_create_qp")))?;
+    // SAFETY: attr is the caller's (checked non-NULL); the ID's C struct is
+    // live and its fields are the library's to write.
+    unsafe {
+        let c = i.as_c();
+        (*c).qp = qp;
+        (*c).pd = pd;
+        (*c).send_cq = (*attr).send_cq;
+        (*c).recv_cq = (*attr).recv_cq;
+        (*c).srq = (*attr).srq.cast();
+        (*c).qp_type = (*attr).qp_type;
+    }
+    sync_state(qp);
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> c_int {
+    guard(-1, || cm_status(create_qp(id, pd, attr)))
+}
+symver!(rdma_create_qp, "RDMACM_1.0");
+
+#[no_mangle]
+pub extern "C" fn rdma_destroy_qp(id: *mut RdmaCmId) {
+    guard((), || {
+        if let Ok(i) = id_of(id) {
+            let qp = i.qp();
+            if QPS.get(qp.cast::<UroceQp>()).is_some() {
+                let _ = super::qp::ibv_destroy_qp(qp);
+            }
+            // SAFETY: the ID's C struct is live; its fields are the library's to write.
+            unsafe { (*i.as_c()).qp = ptr::null_mut() };
+        }
+    })
+}
+symver!(rdma_destroy_qp, "RDMACM_1.0");
+
+/// C's connection parameters as uroce's.
+fn conn_param_of(p: &RdmaConnParam) -> ConnParam {
+    let private_data = match (p.private_data.is_null(), p.private_data_len) {
+        (false, n) if n > 0 => {
+            // SAFETY: private_data points at private_data_len bytes (rdma_cma.h).
+            unsafe { core::slice::from_raw_parts(p.private_data.cast::<u8>(), n.into()) }.to_vec()
+        }
+        _ => Vec::new(),
+    };
+    ConnParam {
+        private_data,
+        responder_resources: p.responder_resources,
+        initiator_depth: p.initiator_depth,
+        flow_control: p.flow_control != 0,
+        retry_count: p.retry_count,
+        rnr_retry_count: p.rnr_retry_count,
+        srq: p.srq != 0,
+        qp_num: p.qp_num,
+        ..ConnParam::default()
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_connect(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c_int {
+    guard(-1, || {
+        cm_status((|| {
+            let i = id_of(id)?;
+            // SAFETY: param is NULL or the caller's struct rdma_conn_param.
+            let p = unsafe { param.as_ref() }.ok_or(libc::EINVAL)?;
+            i.inner.connect(&conn_param_of(p)).map_err(refused("rdma_connect"))?;
+            i.refresh();
+            Ok(())
+        })())
+    })
+}
+symver!(rdma_connect, "RDMACM_1.0");
+
+#[no_mangle]
+pub extern "C" fn rdma_accept(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c_int {
+    guard(-1, || {
+        cm_status((|| {
+            let i = id_of(id)?;
+            // SAFETY: param is NULL or the caller's struct rdma_conn_param.
+            let p = unsafe { param.as_ref() }.map(conn_param_of);
+            i.inner.accept(p.as_ref()).map_err(refused("rdma_accept"))?;
+            i.refresh();
+            Ok(())
+        })())
+    })
+}
+symver!(rdma_accept, "RDMACM_1.0");
+
+#[no_mangle]
+pub extern "C" fn rdma_reject(id: *mut RdmaCmId, private_data: *const c_void, len: u8) -> c_int {
+    guard(-1, || {
+        cm_status(id_of(id).and_then(|i| {
+            let data = match private_data.is_null() {
+                true => &[][..],
+                // SAFETY: private_data points at len bytes (rdma_cma.h).
+                false => unsafe { core::slice::from_raw_parts(private_data.cast::<u8>(), len.into()) },
+            };
+            i.inner.reject(data).map_err(refused("rdma_reject"))
+        }))
+    })
+}
+symver!(rdma_reject, "RDMACM_1.0");
+
+/// A call on an ID that may move its QP: the call, then `qp->state` and the
+/// ID's fields brought up to date.
+fn on_id(id: *mut RdmaCmId, call: impl FnOnce(&CmId) -> Result<(), uroce_verbs::Error>, verb: &str) -> c_int {
+    cm_status(id_of(id).and_then(|i| {
+        let r = call(&i.inner).map_err(refused(verb));
+        i.refresh();
+        r
+    }))
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_disconnect(id: *mut RdmaCmId) -> c_int {
+    guard(-1, || on_id(id, CmId::disconnect, "rdma_disconnect"))
+}
+symver!(rdma_disconnect, "RDMACM_1.0");
+
+#[no_mangle]
+pub extern "C" fn rdma_establish(id: *mut RdmaCmId) -> c_int {
+    guard(-1, || on_id(id, CmId::establish, "rdma_establish"))
+}
+symver!(rdma_establish, "RDMACM_1.2");
+
+fn state_of(v: c_int) -> Option<QpState> {
+    [QpState::Init, QpState::Rtr, QpState::Rts].into_iter().find(|s| *s as c_int == v)
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_init_qp_attr(id: *mut RdmaCmId, attr: *mut IbvQpAttr, mask: *mut c_int) -> c_int {
+    guard(-1, || {
+        cm_status((|| {
+            let i = id_of(id)?;
+            if attr.is_null() || mask.is_null() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: attr and mask are the caller's (checked non-NULL).
+            let (a, m) = unsafe { (&mut *attr, &mut *mask) };
+            let state = state_of(a.qp_state).ok_or_else(|| {
+                explain("rdma_init_qp_attr", "qp_state: INIT, RTR or RTS");
+                libc::EINVAL
+            })?;
+            let (e, e_mask) = i.inner.init_qp_attr(state).map_err(refused("rdma_init_qp_attr"))?;
+            fill_c_attr(a, &e);
+            *m = e_mask.0 as c_int;
+            Ok(())
+        })())
+    })
+}
+symver!(rdma_init_qp_attr, "RDMACM_1.2");
+
+#[no_mangle]
+pub extern "C" fn rdma_get_src_port(id: *mut RdmaCmId) -> u16 {
+    guard(0, || id_of(id).map_or(0, |i| i.port(|a| &a.src)))
+}
+symver!(rdma_get_src_port, "RDMACM_1.0");
+
+#[no_mangle]
+pub extern "C" fn rdma_get_dst_port(id: *mut RdmaCmId) -> u16 {
+    guard(0, || id_of(id).map_or(0, |i| i.port(|a| &a.dst)))
+}
+symver!(rdma_get_dst_port, "RDMACM_1.0");

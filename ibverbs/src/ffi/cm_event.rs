@@ -1,0 +1,111 @@
+//! rdma_cm's events: `rdma_get_cm_event` reads one record from
+//! `channel->fd` (blocking unless the program set O_NONBLOCK, then -1 with
+//! EAGAIN; a cancellation point, as rping's CM thread is cancelled there)
+//! and hands out the event it names, with a new C ID for a connection
+//! request; `rdma_ack_cm_event` frees it (its private data with it).
+
+use super::channel::read_record;
+use super::cm::{cm_status, UroceCmId, UroceEventChannel, CM_IDS, EVENT_CHANNELS};
+use super::cm_abi::*;
+use super::handles::Live;
+use super::{guard, set_errno, symver};
+use core::ffi::{c_int, c_void};
+use core::ptr;
+use std::sync::atomic::Ordering;
+use uroce_verbs::rdma_cm::{CmEvent, CmEventType, CmId};
+
+/// An event as C holds it until acked, with the private data it points at.
+#[repr(C)]
+struct UroceCmEvent {
+    ev: RdmaCmEvent,
+    _private_data: Vec<u8>,
+}
+
+static CM_EVENTS: Live = Live::new();
+
+/// The live C ID of `id`.
+fn c_id_of(id: &CmId) -> Option<&'static UroceCmId> {
+    CM_IDS.find(|i: &UroceCmId| i.inner.handle() == id.handle())
+}
+
+/// The C event of `e`, taken from `channel`: `None` if its ID is gone (the
+/// program destroyed it after the event fired, so it is not reported).
+fn c_event_of(e: CmEvent, channel: &'static UroceEventChannel) -> Option<*mut RdmaCmEvent> {
+    let listen = e.listen_id.as_ref().and_then(c_id_of);
+    let id = match (e.event, listen) {
+        // A connection request comes with a new ID, the listener's context its own.
+        (CmEventType::ConnectRequest, Some(l)) => {
+            // SAFETY: reads a field of the live listener's C struct.
+            let context = unsafe { (*l.as_c()).context };
+            UroceCmId::adopt(e.id.clone(), channel, context)
+        }
+        (CmEventType::ConnectRequest, None) => return None,
+        _ => {
+            let i = c_id_of(&e.id)?;
+            i.refresh();
+            i.as_c()
+        }
+    };
+    let private_data = e.param.private_data.clone();
+    let conn = RdmaConnParam {
+        private_data: if private_data.is_empty() { ptr::null() } else { private_data.as_ptr().cast::<c_void>() },
+        private_data_len: private_data.len().min(255) as u8,
+        responder_resources: e.param.responder_resources,
+        initiator_depth: e.param.initiator_depth,
+        flow_control: e.param.flow_control.into(),
+        retry_count: e.param.retry_count,
+        rnr_retry_count: e.param.rnr_retry_count,
+        srq: e.param.srq.into(),
+        qp_num: e.param.qp_num,
+    };
+    let ev = RdmaCmEvent {
+        id,
+        listen_id: listen.map_or(ptr::null_mut(), |l| l.as_c()),
+        event: e.event.code(),
+        status: e.status,
+        conn,
+        _ud_rest: [0; size_of::<RdmaUdParam>() - size_of::<RdmaConnParam>()],
+    };
+    // The Vec's bytes stay where they are when it moves into the box.
+    Some(CM_EVENTS.adopt(Box::new(UroceCmEvent { ev, _private_data: private_data })).cast())
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_get_cm_event(channel: *mut RdmaEventChannel, event: *mut *mut RdmaCmEvent) -> c_int {
+    let Some(ch) = EVENT_CHANNELS.get(channel.cast::<UroceEventChannel>()).filter(|_| !event.is_null()) else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    // SAFETY: reads the fd field of the live channel's C struct.
+    let fd = unsafe { (*channel).fd };
+    loop {
+        // The read runs outside `guard` with no lock taken: a thread may be
+        // cancelled in it (rping cancels its CM thread there).
+        let mut record = [0u8; 8];
+        ch.readers.fetch_add(1, Ordering::AcqRel);
+        let n = read_record(fd, &mut record);
+        ch.readers.fetch_sub(1, Ordering::AcqRel);
+        match n {
+            8 => {}
+            0 => {
+                set_errno(libc::ENODEV); // the channel was destroyed
+                return -1;
+            }
+            _ => return -1, // read()'s errno: EAGAIN, EINTR, ...
+        }
+        let made = guard(None, || ch.inner.event_of_record(&record).and_then(|e| c_event_of(e, ch)));
+        if let Some(e) = made {
+            // SAFETY: event is the caller's out-pointer (checked non-NULL).
+            unsafe { *event = e };
+            return 0;
+        }
+        // Its ID is gone: the next.
+    }
+}
+symver!(rdma_get_cm_event, "RDMACM_1.0");
+
+#[no_mangle]
+pub extern "C" fn rdma_ack_cm_event(event: *mut RdmaCmEvent) -> c_int {
+    guard(-1, || cm_status(CM_EVENTS.release(event.cast::<UroceCmEvent>(), |_| Ok(())).map(drop)))
+}
+symver!(rdma_ack_cm_event, "RDMACM_1.0");
