@@ -12,15 +12,27 @@ use uroce_stack::testnet::TestNet;
 /// Compiles `tests/c/NAME.c` against the drop-in and runs it with one
 /// device on a loopback address of its own; its output.
 fn run_c_program(name: &str) -> Option<String> {
+    let net = TestNet::new();
+    run_c_program_with(name, &net.udp(1), &[])
+}
+
+/// Compiles `tests/c/NAME.c` against the drop-in (`-libverbs -lrdmacm`) and
+/// runs it with `args` and the devices `UROCE_DEVICES=devices`; its output.
+fn run_c_program_with(name: &str, devices: &str, args: &[&str]) -> Option<String> {
     let gcc = Command::new("gcc").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !gcc || !Path::new("/usr/include/infiniband/verbs.h").exists() {
-        println!("SKIP: needs gcc and rdma-core's headers (libibverbs-dev; bash scripts/install-deps as root)");
+    let headers = ["/usr/include/infiniband/verbs.h", "/usr/include/rdma/rdma_cma.h"];
+    if !gcc || !headers.iter().all(|h| Path::new(h).exists()) {
+        println!(
+            "SKIP: needs gcc and rdma-core's headers (libibverbs-dev, librdmacm-dev; bash scripts/install-deps as root)"
+        );
         return None;
     }
     let dir = std::env::temp_dir().join(format!("uroce-c-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(built_library(), dir.join("libibverbs.so.1")).unwrap();
-    std::os::unix::fs::symlink("libibverbs.so.1", dir.join("libibverbs.so")).unwrap();
+    for link in ["libibverbs.so", "librdmacm.so"] {
+        std::os::unix::fs::symlink("libibverbs.so.1", dir.join(link)).unwrap();
+    }
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(format!("{name}.c"));
     let exe = dir.join(name);
     let cc = Command::new("gcc")
@@ -28,14 +40,14 @@ fn run_c_program(name: &str) -> Option<String> {
         .arg(&exe)
         .arg(&src)
         .arg(format!("-L{}", dir.display()))
-        .arg("-libverbs")
+        .args(["-lrdmacm", "-libverbs"])
         .output()
         .expect("gcc");
     assert!(cc.status.success(), "gcc {name}.c: {}", String::from_utf8_lossy(&cc.stderr));
-    let net = TestNet::new();
     let run = Command::new(&exe)
+        .args(args)
         .env("LD_LIBRARY_PATH", &dir)
-        .env("UROCE_DEVICES", net.udp(1))
+        .env("UROCE_DEVICES", devices)
         .output()
         .expect("run the C program");
     let _ = std::fs::remove_dir_all(&dir);
@@ -61,6 +73,18 @@ fn ud_qps_address_handles_srqs_and_inline_sends_answer_as_rdma_core() {
 #[test]
 fn extended_qps_build_work_requests_and_post_them_all_or_none() {
     if let Some(out) = run_c_program("qp_ex") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+/// librdmacm as a tutorial program uses it, server and client in one
+/// process on two devices.
+#[test]
+fn rdma_cm_connects_sends_writes_and_disconnects_as_librdmacm() {
+    let net = TestNet::new();
+    let devices = format!("{} {}", net.udp(1), net.udp(2));
+    let (server, client) = (net.ip(1).to_string(), net.ip(2).to_string());
+    if let Some(out) = run_c_program_with("cm", &devices, &[&server, &client]) {
         assert_eq!(out.trim(), "ok");
     }
 }

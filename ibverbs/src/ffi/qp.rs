@@ -220,10 +220,7 @@ pub extern "C" fn ibv_modify_qp(qp: *mut IbvQp, attr: *mut IbvQpAttr, mask: c_in
         let a = unsafe { &*attr };
         let result = q.inner.modify(&attr_of(a), QpAttrMask(mask as u32)).map_err(refused("ibv_modify_qp"));
         if result.is_ok() {
-            // `qp->state` is read by programs directly: keep it true.
-            let state = q.inner.state() as c_int;
-            // SAFETY: qp is the live QP (checked); C reads this field, we write it.
-            unsafe { ptr::addr_of_mut!((*qp).state).write(state) };
+            sync_state(qp);
         }
         result.map_or_else(|e| e, |_| 0)
     })
@@ -295,7 +292,7 @@ pub fn fill_c_attr(a: &mut IbvQpAttr, e: &QpAttr) {
 }
 
 /// Keeps `qp->state`, which programs read directly, true after a change
-/// made other than by `ibv_modify_qp` (rdma_cm's connect and accept).
+/// (`ibv_modify_qp`, and rdma_cm's connect and accept).
 pub fn sync_state(qp: *mut IbvQp) {
     if let Some(q) = QPS.get(qp.cast::<UroceQp>()) {
         let state = q.inner.state() as c_int;

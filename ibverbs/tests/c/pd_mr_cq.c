@@ -8,24 +8,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <infiniband/verbs.h>
+#include "check.h"
 
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: check failed: %s (errno %d)\n", \
-				__FILE__, __LINE__, #cond, errno);             \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
 
 int main(void)
 {
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	CHECK(list && n >= 1);
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	CHECK(ctx);
-	ibv_free_device_list(list);
+	struct ibv_context *ctx = open_first_device();
 
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	CHECK(pd && pd->context == ctx);

@@ -12,15 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
+#include "check.h"
 
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: check failed: %s (errno %d)\n", \
-				__FILE__, __LINE__, #cond, errno);             \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
@@ -106,12 +99,7 @@ static void bad_creations(void)
 int main(void)
 {
 	alarm(20); /* a blocking call that never returns fails the test */
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	CHECK(list && n >= 1);
-	ctx = ibv_open_device(list[0]);
-	CHECK(ctx);
-	ibv_free_device_list(list);
+	ctx = open_first_device();
 	pd = ibv_alloc_pd(ctx);
 	cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
 	CHECK(pd && cq);

@@ -13,15 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
+#include "check.h"
 
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: check failed: %s (errno %d)\n", \
-				__FILE__, __LINE__, #cond, errno);             \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
 
 #define QKEY 0x11111111
 #define GRH 40
@@ -76,12 +69,7 @@ static void srq_checks(struct ibv_pd *pd)
 int main(void)
 {
 	alarm(20); /* a blocking call that never returns fails the test */
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	CHECK(list && n >= 1);
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	CHECK(ctx);
-	ibv_free_device_list(list);
+	struct ibv_context *ctx = open_first_device();
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq = ibv_create_cq(ctx, 32, NULL, NULL, 0);
 	CHECK(pd && cq);
