@@ -79,6 +79,16 @@ fn the_structures_match_rdma_cores_headers() {
         "ibv_cq" => IbvCq {
             context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed, async_events_completed
         }
+        "ibv_cq_ex" => IbvCqEx {
+            base = "context", comp_mask, status, wr_id, start_poll, next_poll, end_poll, read_opcode,
+            read_vendor_err, read_byte_len, read_imm_data, read_qp_num, read_src_qp, read_wc_flags, read_slid,
+            read_sl, read_dlid_path_bits, read_completion_ts, read_cvlan, read_flow_tag, read_tm_info,
+            read_completion_wallclock_ns
+        }
+        "ibv_cq_init_attr_ex" => IbvCqInitAttrEx {
+            cqe, cq_context, channel, comp_vector, wc_flags, comp_mask, flags, parent_domain
+        }
+        "ibv_poll_cq_attr" => IbvPollCqAttr { comp_mask }
         "ibv_wc" => IbvWc {
             wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags, pkey_index, slid, sl,
             dlid_path_bits

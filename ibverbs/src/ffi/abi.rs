@@ -337,6 +337,63 @@ pub struct IbvCq {
     pub async_events_completed: u32,
 }
 
+/// `struct ibv_cq_ex` (verbs.h:1492): the CQ, then the polling calls of
+/// `ibv_start_poll` / `ibv_next_poll` / `ibv_wc_read_*`, and the current
+/// completion's status and `wr_id`.
+#[repr(C)]
+pub struct IbvCqEx {
+    pub base: IbvCq,
+    pub comp_mask: u32,
+    pub status: c_int,
+    pub wr_id: u64,
+    pub start_poll: Slot,
+    pub next_poll: Slot,
+    pub end_poll: Slot,
+    pub read_opcode: Slot,
+    pub read_vendor_err: Slot,
+    pub read_byte_len: Slot,
+    pub read_imm_data: Slot,
+    pub read_qp_num: Slot,
+    pub read_src_qp: Slot,
+    pub read_wc_flags: Slot,
+    pub read_slid: Slot,
+    pub read_sl: Slot,
+    pub read_dlid_path_bits: Slot,
+    pub read_completion_ts: Slot,
+    pub read_cvlan: Slot,
+    pub read_flow_tag: Slot,
+    pub read_tm_info: Slot,
+    pub read_completion_wallclock_ns: Slot,
+}
+
+/// `struct ibv_cq_init_attr_ex` (verbs.h:2018).
+#[repr(C)]
+pub struct IbvCqInitAttrEx {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut IbvCompChannel,
+    pub comp_vector: u32,
+    pub wc_flags: u64,
+    pub comp_mask: u32,
+    pub flags: u32,
+    pub parent_domain: *mut IbvPd,
+}
+
+/// `struct ibv_poll_cq_attr` (verbs.h:1483).
+#[repr(C)]
+pub struct IbvPollCqAttr {
+    pub comp_mask: u32,
+}
+
+/// `enum ibv_create_cq_wc_flags`: what `ibv_wc_read_*` a CQ serves; the
+/// standard ones (byte length, immediate, QP number, source QP, SLID, SL,
+/// DLID path bits) are uroce's.
+pub const IBV_WC_STANDARD_FLAGS: u64 = 0x7f;
+/// `enum ibv_cq_init_attr_mask`: IBV_CQ_INIT_ATTR_MASK_FLAGS, _PD.
+pub const IBV_CQ_INIT_ATTR_MASK_FLAGS: u32 = 1 << 0;
+/// `enum ibv_create_cq_attr_flags`: IBV_CREATE_CQ_ATTR_SINGLE_THREADED.
+pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1 << 0;
+
 /// `struct ibv_wc` (verbs.h:573).
 #[repr(C)]
 pub struct IbvWc {
@@ -653,6 +710,10 @@ const _: () = {
     assert!(offset_of!(IbvCq, cqe) == 28);
     assert!(offset_of!(IbvCq, cond) == 72);
     assert!(offset_of!(IbvCq, comp_events_completed) == 120);
+    assert!(size_of::<IbvCqEx>() == 288);
+    assert!(offset_of!(IbvCqEx, status) == 132);
+    assert!(offset_of!(IbvCqEx, start_poll) == 144);
+    assert!(size_of::<IbvCqInitAttrEx>() == 56);
     assert!(size_of::<IbvWc>() == 48);
     assert!(offset_of!(IbvWc, wc_flags) == 36);
     assert!(offset_of!(IbvWc, sl) == 44);

@@ -2,12 +2,13 @@
 //! `ibv_poll_cq` / `ibv_req_notify_cq`, which C calls through the context's
 //! ops. Polling reads the CQ's ring without the driver's lock.
 
-use super::abi::{IbvCompChannel, IbvContext, IbvCq, IbvWc};
+use super::abi::{IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvWc};
 use super::channel::{UroceChannel, CHANNELS};
 use super::device::context_of;
 use super::handles::{unused, Live};
 use super::{guard, null_on_err, refused, symver};
 use crate::explain::explain;
+use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
 use core::ptr;
 use std::collections::HashMap;
@@ -15,10 +16,12 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use uroce_verbs::{Cq, WorkCompletion};
 
-/// A CQ as C holds it.
+/// A CQ as C holds it: an `ibv_cq_ex` (whose first member is the
+/// `ibv_cq`), in an `UnsafeCell` as the library writes fields the program
+/// reads (the events acknowledged, the polled completion's status and id).
 #[repr(C)]
 pub struct UroceCq {
-    cq: IbvCq,
+    cq: UnsafeCell<IbvCqEx>,
     pub inner: Cq,
     /// QPs that use it: while any does, it cannot be destroyed (EBUSY).
     pub users: AtomicUsize,
@@ -27,6 +30,9 @@ pub struct UroceCq {
     /// `ibv_destroy_cq` waits until they are equal, as rdma-core's does.
     pub events_delivered: AtomicU32,
     events_acked: AtomicU32,
+    /// The completion `ibv_start_poll` / `ibv_next_poll` took, which the
+    /// `ibv_wc_read_*` calls read.
+    pub current: Mutex<WorkCompletion>,
 }
 
 pub static CQS: Live = Live::new();
@@ -46,31 +52,41 @@ pub fn cq_by_id(id: usize) -> Option<&'static UroceCq> {
 
 impl UroceCq {
     /// The pointer C holds.
-    pub fn as_c(&'static self) -> *mut IbvCq {
-        ptr::addr_of!(self.cq).cast_mut()
+    pub fn as_c(&self) -> *mut IbvCq {
+        self.cq.get().cast()
+    }
+
+    /// The C CQ as the extended one.
+    pub fn as_c_ex(&self) -> *mut IbvCqEx {
+        self.cq.get()
     }
 
     /// The `cq_context` the program gave `ibv_create_cq`.
     pub fn cq_context(&self) -> *mut c_void {
-        self.cq.cq_context
+        // SAFETY: reads a field of this live CQ's C struct, set at creation.
+        unsafe { (*self.as_c()).cq_context }
     }
 
     /// `ibv_ack_cq_events`: `nevents` more events acknowledged.
     pub fn ack(&self, nevents: u32) {
         let acked = self.events_acked.fetch_add(nevents, Ordering::AcqRel).wrapping_add(nevents);
         // `cq->comp_events_completed` is the program's to read: keep it true.
-        let field = ptr::addr_of!(self.cq.comp_events_completed).cast_mut();
+        // SAFETY: a field of this live CQ's C struct (no reference is made).
+        let field = unsafe { ptr::addr_of_mut!((*self.as_c()).comp_events_completed) };
         // SAFETY: the field of this live CQ, as an atomic (C reads it under
         // the CQ's mutex, which nothing here holds; a u32 store is atomic).
         unsafe { AtomicU32::from_ptr(field) }.store(acked, Ordering::Release);
     }
 }
 
-fn create_cq(
+/// `ibv_create_cq`, and `ibv_create_cq_ex` with `fill_ex` filling in the
+/// polling calls.
+pub fn create_cq(
     ctx: *mut IbvContext,
     cqe: c_int,
     cq_context: *mut c_void,
     channel: *mut IbvCompChannel,
+    fill_ex: Option<fn(&mut IbvCqEx)>,
 ) -> Result<*mut IbvCq, c_int> {
     let c = context_of(ctx).ok_or(libc::EINVAL)?;
     let channel_ref = match channel.is_null() {
@@ -83,20 +99,24 @@ fn create_cq(
         return Err(libc::EINVAL);
     }
     let inner = c.ctx.create_cq(cqe as usize, channel_ref.map(|ch| &ch.inner)).map_err(refused("ibv_create_cq"))?;
-    // SAFETY: all-zero is a valid IbvCq (NULL pointers, zero counts, an
-    // unlocked mutex and an initialized condition variable).
-    let mut cq: IbvCq = unsafe { core::mem::zeroed() };
-    cq.context = ctx;
-    cq.cq_context = cq_context;
-    cq.handle = CQS.next_handle();
-    cq.cqe = inner.cqe() as c_int;
-    cq.channel = channel;
+    // SAFETY: all-zero is a valid IbvCqEx (NULL pointers and slots, zero
+    // counts, an unlocked mutex and an initialized condition variable).
+    let mut cq: IbvCqEx = unsafe { core::mem::zeroed() };
+    cq.base.context = ctx;
+    cq.base.cq_context = cq_context;
+    cq.base.handle = CQS.next_handle();
+    cq.base.cqe = inner.cqe() as c_int;
+    cq.base.channel = channel;
+    if let Some(fill) = fill_ex {
+        fill(&mut cq);
+    }
     if let Some(ch) = channel_ref {
         ch.users.fetch_add(1, Ordering::AcqRel);
     }
     let id = inner.id();
     let boxed = Box::new(UroceCq {
-        cq,
+        cq: UnsafeCell::new(cq),
+        current: Mutex::new(WorkCompletion::default()),
         inner,
         users: AtomicUsize::new(0),
         channel: channel_ref,
@@ -116,7 +136,7 @@ pub extern "C" fn ibv_create_cq(
     channel: *mut IbvCompChannel,
     _comp_vector: c_int,
 ) -> *mut IbvCq {
-    guard(ptr::null_mut(), || null_on_err(create_cq(ctx, cqe, cq_context, channel)))
+    guard(ptr::null_mut(), || null_on_err(create_cq(ctx, cqe, cq_context, channel, None)))
 }
 symver!(ibv_create_cq, "IBVERBS_1.1");
 
@@ -145,7 +165,7 @@ pub extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
 symver!(ibv_destroy_cq, "IBVERBS_1.1");
 
 /// The C form of a completion.
-fn to_c(wc: &WorkCompletion) -> IbvWc {
+pub fn to_c(wc: &WorkCompletion) -> IbvWc {
     IbvWc {
         wr_id: wc.wr_id,
         status: wc.status as u32,

@@ -4,10 +4,10 @@
 
 use super::abi::*;
 use super::handles::Live;
-use super::{copy_c_string, cq, guard, qp, qp_ex, query, set_errno, slot, srq, symver, unsupported};
+use super::{copy_c_string, cq, cq_ex, guard, qp, qp_ex, query, set_errno, slot, srq, symver, unsupported};
 use crate::devices::{configured, DeviceEntry, DEVICES_ENV};
 use crate::explain::explain;
-use core::ffi::{c_char, c_int};
+use core::ffi::{c_char, c_int, c_void};
 use core::mem::offset_of;
 use core::ptr;
 use std::sync::OnceLock;
@@ -219,6 +219,8 @@ fn new_verbs_context(dev: *mut IbvDevice, async_fd: c_int) -> VerbsContext {
     v.sz = size_of::<VerbsContext>();
     v.query_port = slot!(query::query_port_ex, QueryPortFn);
     v.create_qp_ex = slot!(qp_ex::create_qp_ex_slot, CreateQpExFn);
+    v.create_cq_ex = slot!(cq_ex::create_cq_ex_slot, CreateCqExFn);
+    v.query_device_ex = slot!(query::query_device_ex, QueryDeviceExFn);
     v.context.device = dev;
     v.context.cmd_fd = -1;
     v.context.async_fd = async_fd;
@@ -251,6 +253,8 @@ type PollFn = extern "C" fn(*mut IbvCq, c_int, *mut IbvWc) -> c_int;
 type NotifyFn = extern "C" fn(*mut IbvCq, c_int) -> c_int;
 type PostSendFn = extern "C" fn(*mut IbvQp, *mut IbvSendWr, *mut *mut IbvSendWr) -> c_int;
 type PostRecvFn = extern "C" fn(*mut IbvQp, *mut IbvRecvWr, *mut *mut IbvRecvWr) -> c_int;
+type CreateCqExFn = extern "C" fn(*mut IbvContext, *mut IbvCqInitAttrEx) -> *mut IbvCqEx;
+type QueryDeviceExFn = extern "C" fn(*mut IbvContext, *const c_void, *mut IbvDeviceAttr, usize) -> c_int;
 type CreateQpExFn = extern "C" fn(*mut IbvContext, *mut IbvQpInitAttrEx) -> *mut IbvQp;
 type PostSrqRecvFn = extern "C" fn(*mut IbvSrq, *mut IbvRecvWr, *mut *mut IbvRecvWr) -> c_int;
 

@@ -16,6 +16,7 @@ pub mod cm_abi;
 pub mod cm_addrinfo;
 mod cm_event;
 mod cq;
+mod cq_ex;
 mod device;
 mod handles;
 mod memory;

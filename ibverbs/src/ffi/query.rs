@@ -55,6 +55,37 @@ pub extern "C" fn ibv_query_device(ctx: *mut IbvContext, attr: *mut IbvDeviceAtt
 }
 symver!(ibv_query_device, "IBVERBS_1.1");
 
+/// Where `struct ibv_device_attr_ex` (rdma-core 44: 400 bytes) keeps
+/// `phys_port_cnt_ex`, its last member.
+const PHYS_PORT_CNT_EX_AT: usize = 396;
+
+/// `verbs_context.query_device_ex`, which the inline `ibv_query_device_ex`
+/// calls (it refuses a nonzero `input->comp_mask` itself): the device's
+/// attributes, then the extended ones for the `attr_size` bytes the program
+/// has. uroce has none of ODP, completion timestamps, TSO, RSS, packet
+/// pacing, tag matching or device memory, so they read zero; the port count
+/// is 1.
+pub extern "C" fn query_device_ex(
+    ctx: *mut IbvContext,
+    _input: *const core::ffi::c_void,
+    attr: *mut IbvDeviceAttr,
+    attr_size: usize,
+) -> c_int {
+    guard(libc::EIO, || {
+        if attr.is_null() || attr_size < size_of::<IbvDeviceAttr>() {
+            return libc::EINVAL;
+        }
+        // SAFETY: attr has attr_size writable bytes (the caller's struct).
+        unsafe { ptr::write_bytes(attr.cast::<u8>(), 0, attr_size) };
+        let r = ibv_query_device(ctx, attr);
+        if r == 0 && attr_size >= PHYS_PORT_CNT_EX_AT + 4 {
+            // SAFETY: within the attr_size bytes; a u32 at a 4-byte multiple of an 8-aligned struct.
+            unsafe { attr.cast::<u8>().add(PHYS_PORT_CNT_EX_AT).cast::<u32>().write(1) };
+        }
+        r
+    })
+}
+
 /// The port's attributes, written for `len` bytes of the caller's struct.
 fn write_port_attr(ctx: *mut IbvContext, port: u8, attr: *mut IbvPortAttr, len: usize) -> c_int {
     let (Some(c), false) = (context_of(ctx), attr.is_null()) else { return libc::EINVAL };

@@ -1,4 +1,5 @@
-/* Extended QPs through the drop-in libibverbs: ibv_create_qp_ex with
+/* Extended QPs and CQs through the drop-in libibverbs: ibv_query_device_ex,
+ * ibv_create_cq_ex and its polling calls, ibv_create_qp_ex with
  * send_ops_flags, ibv_qp_to_qp_ex, and a batch of ibv_wr_* requests (RDMA
  * WRITE, SEND with immediate from inline data, FETCH_AND_ADD, READ) between
  * two RC QPs of one context, posted by ibv_wr_complete all or none; with
@@ -76,6 +77,63 @@ static void connect_to(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid)
 				    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
 }
 
+/* ibv_query_device_ex and ibv_create_cq_ex; the CQ made is `cq`. */
+static void cq_ex_checks(void)
+{
+	struct ibv_device_attr_ex dev;
+	CHECK(ibv_query_device_ex(ctx, NULL, &dev) == 0);
+	CHECK(dev.orig_attr.max_qp > 0 && dev.phys_port_cnt_ex == 1 && dev.completion_timestamp_mask == 0);
+	struct ibv_cq_init_attr_ex ca = { .cqe = 64, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
+	errno = 0;
+	CHECK(!ibv_create_cq_ex(ctx, &ca) && errno == EOPNOTSUPP); /* no clock to stamp with */
+	ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+	struct ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &ca);
+	CHECK(cqx && cqx->cqe >= 64);
+	struct ibv_poll_cq_attr pa = { 0 };
+	CHECK(ibv_start_poll(cqx, &pa) == ENOENT); /* empty */
+	cq = ibv_cq_ex_to_cq(cqx);
+}
+
+/* A SEND with immediate from a to b, read with the extended CQ's calls. */
+static void poll_ex(struct ibv_qp *a, struct ibv_qp *b, struct ibv_mr *mr, char *buf)
+{
+	struct ibv_sge rs = { (uintptr_t)buf, 64, mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 30, .sg_list = &rs, .num_sge = 1 }, *bad_rwr;
+	CHECK(ibv_post_recv(b, &rwr, &bad_rwr) == 0);
+	struct ibv_sge ss = { (uintptr_t)buf + 64, 24, mr->lkey };
+	struct ibv_send_wr swr = { .wr_id = 31, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
+				   .send_flags = IBV_SEND_SIGNALED, .imm_data = htobe32(77) }, *bad_swr;
+	CHECK(ibv_post_send(a, &swr, &bad_swr) == 0);
+	struct ibv_cq_ex *cqx = (struct ibv_cq_ex *)cq;
+	struct ibv_poll_cq_attr pa = { 0 };
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int seen = 0;
+	while (seen != 3) {
+		int r = ibv_start_poll(cqx, &pa);
+		for (; r == 0; r = ibv_next_poll(cqx)) {
+			CHECK(cqx->status == IBV_WC_SUCCESS);
+			if (cqx->wr_id == 30) {
+				CHECK(ibv_wc_read_opcode(cqx) == IBV_WC_RECV && ibv_wc_read_byte_len(cqx) == 24);
+				CHECK((ibv_wc_read_wc_flags(cqx) & IBV_WC_WITH_IMM) && be32toh(ibv_wc_read_imm_data(cqx)) == 77);
+				CHECK(ibv_wc_read_qp_num(cqx) == b->qp_num); /* src_qp: UD only */
+				seen |= 1;
+			} else {
+				CHECK(cqx->wr_id == 31 && ibv_wc_read_opcode(cqx) == IBV_WC_SEND);
+				seen |= 2;
+			}
+		}
+		CHECK(r == ENOENT);
+		if (seen != 3) {
+			ibv_end_poll(cqx);
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			CHECK(t.tv_sec - t0.tv_sec < 5);
+			continue;
+		}
+		ibv_end_poll(cqx);
+	}
+}
+
 static void bad_creations(void)
 {
 	struct ibv_qp_init_attr_ex a = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
@@ -101,8 +159,8 @@ int main(void)
 	alarm(20); /* a blocking call that never returns fails the test */
 	ctx = open_first_device();
 	pd = ibv_alloc_pd(ctx);
-	cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
-	CHECK(pd && cq);
+	CHECK(pd);
+	cq_ex_checks();
 	bad_creations();
 
 	uint64_t ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
@@ -194,6 +252,8 @@ int main(void)
 	CHECK(strcmp(dst + 3072, "inline note") == 0);
 	CHECK(*old == 40 && *counter == 42);
 	CHECK(strcmp(src + 1024, "read back by ibv_wr_rdma_read") == 0);
+
+	poll_ex(a, b, mr, src + 512);
 
 	/* A WRITE with an rkey B never gave: A's request completes with a
 	 * remote access error, and B, the responder, raises QP_ACCESS_ERR. */
