@@ -6,41 +6,10 @@
 //! scripts/install-deps could not install it) makes its test say SKIP and why.
 
 mod common;
-use common::built_library;
+use common::{built_library, free_tcp_port, have, install_dir, run_over_dropin, run_pair, End};
 use std::path::Path;
 use std::process::Command;
 use uroce_stack::testnet::TestNet;
-
-/// A directory holding the library under the names programs load.
-fn install_dir() -> tempdir::Dir {
-    let dir = tempdir::Dir::new("uroce-dropin");
-    std::fs::copy(built_library(), dir.path().join("libibverbs.so.1")).expect("copy the library");
-    for link in ["librdmacm.so.1", "libibverbs.so"] {
-        std::os::unix::fs::symlink("libibverbs.so.1", dir.path().join(link)).expect("symlink");
-    }
-    dir
-}
-
-fn have(tool: &str) -> bool {
-    let found =
-        Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().is_ok_and(|o| o.status.success());
-    if !found {
-        println!("SKIP: {tool} is not installed (bash scripts/install-deps as root installs it)");
-    }
-    found
-}
-
-/// Runs `program args` over the drop-in with `UROCE_DEVICES=devices`.
-fn run_over_dropin(dir: &Path, devices: &str, program: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new(program)
-        .args(args)
-        .env("LD_LIBRARY_PATH", dir)
-        .env("UROCE_DEVICES", devices)
-        .output()
-        .unwrap_or_else(|e| panic!("run {program}: {e}"));
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
 
 #[test]
 fn the_library_exports_rdma_cores_symbols_and_versions() {
@@ -116,11 +85,6 @@ fn ibv_devinfo_shows_the_device_as_rxe_is_shown() {
     assert!(text.contains("GID[  0]:\t\tfe80::"), "the link-local GID 0, as rxe's:\n{text}");
 }
 
-/// A free TCP port for a program's out-of-band exchange.
-fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
-}
-
 #[test]
 fn ibv_rc_pingpong_runs_between_two_processes_with_its_data_checked() {
     pingpong("ibv_rc_pingpong", &["-c"]);
@@ -176,74 +140,8 @@ fn server_and_client(tool: &str, args: &[&str]) -> (String, String) {
     // perftest's client exits 0 even when it could not connect: its text
     // says. Over rdma_cm (-R) a connect just before the listen is REJECTED.
     let not_ready = if args.contains(&"-R") { "RDMA_CM_EVENT_REJECTED" } else { "Couldn't connect" };
-    two_processes(tool, &args, &args, |server| vec![server.to_string()], not_ready)
-}
-
-/// Runs `tool server_args` on one loopback address and, once its device is
-/// open, `tool client_args tail(server address)` on another, both over the
-/// drop-in. A client that came too early (its output says `not_ready`: the
-/// server was not listening yet) ends the attempt: the server is stopped and
-/// both start again, as a client that half-connected can leave a server
-/// (perftest -R's) waiting on it. Asserts both succeed; their outputs
-/// (client, server).
-fn two_processes(
-    tool: &str,
-    server_args: &[&str],
-    client_args: &[&str],
-    tail: impl Fn(&str) -> Vec<String>,
-    not_ready: &str,
-) -> (String, String) {
-    let net = TestNet::new();
-    let dir = install_dir();
-    let mut client_args: Vec<String> = client_args.iter().map(|a| a.to_string()).collect();
-    client_args.extend(tail(&net.ip(1).to_string()));
-    let client_args: Vec<&str> = client_args.iter().map(String::as_str).collect();
-    for attempt in 1..=5 {
-        let mut server = Command::new("timeout")
-            .arg("60")
-            .arg(tool)
-            .args(server_args)
-            .env("LD_LIBRARY_PATH", dir.path())
-            .env("UROCE_DEVICES", net.udp(1))
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start the server");
-        // A client connecting over rdma_cm before the server's device is up
-        // would wait out its REQ's retries: wait for the device.
-        for _ in 0..200 {
-            if roce_port_bound(net.ip(1)) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(25));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100 * attempt));
-        let bounded: Vec<&str> = ["60", tool].into_iter().chain(client_args.iter().copied()).collect();
-        let client = run_over_dropin(dir.path(), &net.udp(2), "timeout", &bounded);
-        if client.1.contains(not_ready) && attempt < 5 {
-            // SIGTERM to our own `timeout`, which passes it to the server it runs.
-            let _ = Command::new("kill").args(["-TERM", &server.id().to_string()]).status();
-            let _ = server.wait();
-            continue;
-        }
-        let server = server.wait_with_output().expect("the server's output");
-        let server_text =
-            String::from_utf8_lossy(&server.stdout).into_owned() + &String::from_utf8_lossy(&server.stderr);
-        let ok = client.0 && !client.1.contains(not_ready);
-        assert!(ok, "{tool} {client_args:?} client: {}\nserver: {server_text}", client.1);
-        assert!(server.status.success(), "{tool} {server_args:?} server: {server_text}");
-        return (client.1, server_text);
-    }
-    unreachable!("the last attempt returns or fails")
-}
-
-/// Whether a process holds UDP port 4791 (RoCEv2) on `ip`: a uroce device
-/// on the udp link is open there. Read from /proc/net/udp, as binding the
-/// port to find out could take it from the server.
-fn roce_port_bound(ip: std::net::Ipv4Addr) -> bool {
-    let want = format!("{:08X}:12B7", u32::from_le_bytes(ip.octets()));
-    std::fs::read_to_string("/proc/net/udp")
-        .is_ok_and(|t| t.lines().any(|l| l.split_whitespace().nth(1) == Some(want.as_str())))
+    let client: Vec<&str> = args.iter().copied().chain(["{server}"]).collect();
+    run_pair(End::dropin(tool, &args), End::dropin(tool, &client), not_ready)
 }
 
 /// Debian's rping over rdma_cm between two processes: 100 pings of 1 KiB,
@@ -256,9 +154,8 @@ fn rping_connects_over_rdma_cm_and_checks_its_data() {
     let port = free_tcp_port().to_string();
     let common = ["-p", &port, "-C", "100", "-S", "1024", "-V"];
     let server_args: Vec<&str> = ["-s", "-a", "0.0.0.0"].iter().chain(common.iter()).copied().collect();
-    let client_args: Vec<&str> = ["-c", "-v"].iter().chain(common.iter()).copied().collect();
-    let tail = |server: &str| vec!["-a".to_string(), server.to_string()];
-    let (client, server) = two_processes("rping", &server_args, &client_args, tail, "REJECTED");
+    let client_args: Vec<&str> = ["-c", "-v", "-a", "{server}"].iter().chain(common.iter()).copied().collect();
+    let (client, server) = run_pair(End::dropin("rping", &server_args), End::dropin("rping", &client_args), "REJECTED");
     let pings = client.lines().filter(|l| l.starts_with("ping data: rdma-ping-")).count();
     assert_eq!(pings, 100, "client: {client}\nserver: {server}");
     for text in [&client, &server] {
@@ -315,33 +212,4 @@ fn a_bad_device_list_says_what_to_do() {
     let (ok, text) = run_over_dropin(dir.path(), "bad/name=udp:127.0.0.1", "ibv_devices", &[]);
     assert!(!ok, "{text}");
     assert!(text.contains("UROCE_DEVICES") && text.contains("letters, digits and _"), "{text}");
-}
-
-/// A directory removed when dropped (std has none; this crate adds no
-/// dependency for one).
-mod tempdir {
-    use std::path::{Path, PathBuf};
-
-    pub struct Dir(PathBuf);
-
-    impl Dir {
-        pub fn new(prefix: &str) -> Dir {
-            use std::sync::atomic::{AtomicU32, Ordering};
-            static N: AtomicU32 = AtomicU32::new(0);
-            let n = N.fetch_add(1, Ordering::Relaxed);
-            let path = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
-            std::fs::create_dir_all(&path).expect("create a temporary directory");
-            Dir(path)
-        }
-
-        pub fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 }
