@@ -213,3 +213,35 @@ fn a_bad_device_list_says_what_to_do() {
     assert!(!ok, "{text}");
     assert!(text.contains("UROCE_DEVICES") && text.contains("letters, digits and _"), "{text}");
 }
+
+/// Debian's ucmatose (rdmacm-utils): rdma_cm connections with SENDs both
+/// ways, then a disconnect, between two processes.
+#[test]
+fn ucmatose_connects_transfers_and_disconnects() {
+    if !have("ucmatose") {
+        return;
+    }
+    let port = free_tcp_port().to_string();
+    let server = End::dropin("ucmatose", &["-b", "{server}", "-p", &port, "-C", "20"]);
+    let client = End::dropin("ucmatose", &["-s", "{server}", "-p", &port, "-C", "20"]);
+    let (client, server) = run_pair(server, client, "REJECTED");
+    for text in [&client, &server] {
+        assert!(text.contains("data transfers complete") && text.contains("return status 0"), "{text}");
+    }
+}
+
+/// Debian's rdma_server and rdma_client (rdmacm-utils): synchronous
+/// endpoints (`rdma_create_ep`, `rdma_get_request`, an `rdma_connect` with
+/// no parameters), QPs with the library's PD and CQs, an inline SEND each way.
+#[test]
+fn rdma_server_and_rdma_client_exchange_over_synchronous_endpoints() {
+    if !have("rdma_server") {
+        return;
+    }
+    let port = free_tcp_port().to_string();
+    let server = End::dropin("rdma_server", &["-s", "{server}", "-p", &port]);
+    let client = End::dropin("rdma_client", &["-s", "{server}", "-p", &port]);
+    let (client, server) = run_pair(server, client, "Connection refused");
+    assert!(client.contains("rdma_client: end 0"), "{client}");
+    assert!(server.contains("rdma_server: end 0"), "{server}");
+}

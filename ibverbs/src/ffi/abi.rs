@@ -426,6 +426,7 @@ pub struct IbvQpCap {
 
 /// `struct ibv_qp_init_attr` (verbs.h:893).
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct IbvQpInitAttr {
     pub qp_context: *mut c_void,
     pub send_cq: *mut IbvCq,

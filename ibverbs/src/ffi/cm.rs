@@ -6,6 +6,7 @@
 
 use super::abi::*;
 use super::cm_abi::*;
+use super::cm_sync::await_if_sync;
 use super::device::{c_context_for, is_device_ip, open_devices_for_cm};
 use super::handles::{unused, Live};
 use super::qp::{create_qp_with, fill_c_attr, sync_state, UroceQp, QPS};
@@ -16,9 +17,10 @@ use core::ffi::{c_int, c_void};
 use core::ptr;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
-use uroce_verbs::rdma_cm::{CmId, ConnParam, EventChannel, PortSpace};
+use uroce_verbs::rdma_cm::{CmEventType, CmId, ConnParam, EventChannel, PortSpace};
 use uroce_verbs::QpState;
 
 /// An event channel as C holds it.
@@ -38,7 +40,24 @@ pub struct UroceEventChannel {
 pub struct UroceCmId {
     id: UnsafeCell<RdmaCmId>,
     pub inner: CmId,
-    pub channel: &'static UroceEventChannel,
+    pub channel: Mutex<&'static UroceEventChannel>,
+    /// Made without a channel (`rdma_create_id(NULL, ...)`, `rdma_create_ep`,
+    /// `rdma_get_request`): its calls wait for their events on a channel of
+    /// its own.
+    sync: AtomicBool,
+    /// A passive endpoint's QP template: what `rdma_get_request` gives each
+    /// connection (`rdma_create_ep` with QP attributes).
+    pub ep: Mutex<Option<(*mut IbvPd, IbvQpInitAttr)>>,
+    /// The CQs and channels `rdma_create_qp` made for the ID (none given),
+    /// which `rdma_destroy_qp` destroys.
+    made: Mutex<Vec<Made>>,
+}
+
+/// An object the library made for an ID.
+#[derive(Clone, Copy)]
+enum Made {
+    Cq(*mut IbvCq),
+    Channel(*mut IbvCompChannel),
 }
 
 pub static EVENT_CHANNELS: Live = Live::new();
@@ -55,16 +74,25 @@ pub fn cm_status(r: Result<(), c_int>) -> c_int {
     }
 }
 
+/// A new event channel, as C holds it.
+fn new_channel() -> Result<&'static UroceEventChannel, c_int> {
+    open_devices_for_cm();
+    let inner = EventChannel::new().map_err(refused("rdma_create_event_channel"))?;
+    let ch = RdmaEventChannel { fd: inner.as_raw_fd() };
+    let (users, readers) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let raw = EVENT_CHANNELS.adopt(Box::new(UroceEventChannel { ch, inner, users, readers }));
+    // SAFETY: just adopted; it lives until released.
+    Ok(unsafe { &*raw })
+}
+
+/// The channel of a synchronous ID, its own (destroyed with it).
+pub fn private_channel() -> Result<&'static UroceEventChannel, c_int> {
+    new_channel()
+}
+
 #[no_mangle]
 pub extern "C" fn rdma_create_event_channel() -> *mut RdmaEventChannel {
-    guard(ptr::null_mut(), || {
-        open_devices_for_cm();
-        null_on_err(EventChannel::new().map_err(refused("rdma_create_event_channel")).map(|inner| {
-            let ch = RdmaEventChannel { fd: inner.as_raw_fd() };
-            let (users, readers) = (AtomicUsize::new(0), AtomicUsize::new(0));
-            EVENT_CHANNELS.adopt(Box::new(UroceEventChannel { ch, inner, users, readers })).cast()
-        }))
-    })
+    guard(ptr::null_mut(), || null_on_err(new_channel().map(|c| ptr::from_ref(&c.ch).cast_mut())))
 }
 symver!(rdma_create_event_channel, "RDMACM_1.0");
 
@@ -87,7 +115,7 @@ symver!(rdma_destroy_event_channel, "RDMACM_1.0");
 
 impl UroceCmId {
     /// A C ID for `inner`, reporting to `channel`, with the program's `context`.
-    pub fn adopt(inner: CmId, channel: &'static UroceEventChannel, context: *mut c_void) -> *mut RdmaCmId {
+    pub fn adopt(inner: CmId, channel: &'static UroceEventChannel, context: *mut c_void, sync: bool) -> *mut RdmaCmId {
         // SAFETY: all-zero is a valid rdma_cm_id (NULL pointers, zero numbers).
         let mut id: RdmaCmId = unsafe { core::mem::zeroed() };
         id.channel = ptr::from_ref(&channel.ch).cast_mut();
@@ -95,7 +123,9 @@ impl UroceCmId {
         id.ps = RDMA_PS_TCP;
         id.qp_type = IBV_QPT_RC;
         channel.users.fetch_add(1, Ordering::AcqRel);
-        let raw = CM_IDS.adopt(Box::new(UroceCmId { id: UnsafeCell::new(id), inner, channel }));
+        let (channel, ep, made) = (Mutex::new(channel), Mutex::new(None), Mutex::new(Vec::new()));
+        let sync = AtomicBool::new(sync);
+        let raw = CM_IDS.adopt(Box::new(UroceCmId { id: UnsafeCell::new(id), inner, channel, sync, ep, made }));
         // SAFETY: just adopted, alive.
         unsafe { &*raw }.refresh();
         raw.cast()
@@ -129,6 +159,31 @@ impl UroceCmId {
             (*c).route.num_paths = i32::from(dst.is_some());
             sync_state((*c).qp);
         }
+    }
+
+    /// Whether its calls wait for their events.
+    pub fn is_sync(&self) -> bool {
+        self.sync.load(Ordering::Acquire)
+    }
+
+    /// Makes its calls wait for their events (it has a channel of its own).
+    pub fn make_sync(&self) {
+        self.sync.store(true, Ordering::Release);
+    }
+
+    /// The channel its events go to.
+    pub fn channel(&self) -> &'static UroceEventChannel {
+        *self.channel.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Its events go to `to` from now on (`rdma_migrate_id`).
+    pub fn migrate(&self, to: &'static UroceEventChannel) {
+        let from = std::mem::replace(&mut *self.channel.lock().unwrap_or_else(|p| p.into_inner()), to);
+        to.users.fetch_add(1, Ordering::AcqRel);
+        from.users.fetch_sub(1, Ordering::AcqRel);
+        self.inner.migrate(&to.inner);
+        // SAFETY: the ID's C struct is live; its fields are the library's to write.
+        unsafe { (*self.as_c()).channel = ptr::from_ref(&to.ch).cast_mut() };
     }
 
     fn qp(&self) -> *mut IbvQp {
@@ -184,16 +239,14 @@ fn create_id(
         explain("rdma_create_id", &format!("port space {ps:#x}: uroce's rdma_cm serves RDMA_PS_TCP (RC connections)"));
         return Err(libc::EOPNOTSUPP);
     }
-    let Some(ch) = EVENT_CHANNELS.get(channel.cast::<UroceEventChannel>()) else {
-        explain("rdma_create_id", "synchronous IDs (no event channel) are not served yet: pass a channel");
-        return Err(match channel.is_null() {
-            true => libc::EOPNOTSUPP,
-            false => libc::EINVAL,
-        });
+    let sync = channel.is_null();
+    let ch = match sync {
+        true => private_channel()?,
+        false => EVENT_CHANNELS.get(channel.cast::<UroceEventChannel>()).ok_or(libc::EINVAL)?,
     };
     let inner = ch.inner.create_id(PortSpace::Tcp).map_err(refused("rdma_create_id"))?;
     disconnect_at_exit();
-    let id = UroceCmId::adopt(inner, ch, context);
+    let id = UroceCmId::adopt(inner, ch, context, sync);
     // SAFETY: out is the caller's out-pointer (checked non-NULL).
     unsafe { *out = id };
     Ok(())
@@ -214,7 +267,12 @@ symver!(rdma_create_id, "RDMACM_1.0");
 pub extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
     guard(-1, || {
         cm_status(CM_IDS.release(id.cast::<UroceCmId>(), |_| Ok(())).map(|i| {
-            i.channel.users.fetch_sub(1, Ordering::AcqRel);
+            let ch = i.channel();
+            ch.users.fetch_sub(1, Ordering::AcqRel);
+            if i.is_sync() {
+                drop(i); // its events hold it; the channel goes after
+                rdma_destroy_event_channel(ptr::from_ref(&ch.ch).cast_mut());
+            }
         }))
     })
 }
@@ -273,7 +331,7 @@ pub extern "C" fn rdma_resolve_addr(
             let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
             i.inner.resolve_addr(src, dst, timeout).map_err(refused("rdma_resolve_addr"))?;
             i.refresh();
-            Ok(())
+            await_if_sync(i, CmEventType::AddrResolved)
         })())
     })
 }
@@ -286,32 +344,92 @@ pub extern "C" fn rdma_resolve_route(id: *mut RdmaCmId, timeout_ms: c_int) -> c_
             let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
             i.inner.resolve_route(timeout).map_err(refused("rdma_resolve_route"))?;
             i.refresh();
-            Ok(())
+            await_if_sync(i, CmEventType::RouteResolved)
         }))
     })
 }
 symver!(rdma_resolve_route, "RDMACM_1.0");
 
-fn create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<(), c_int> {
+/// `rdma_create_qp`: a NULL `pd` is the device's default PD, a NULL CQ one
+/// the library makes for the ID (with a completion channel, `cq_context`
+/// the ID), as librdmacm does.
+pub fn create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<(), c_int> {
     let i = id_of(id)?;
-    if pd.is_null() || attr.is_null() {
-        explain("rdma_create_qp", "a PD and attributes with both CQs are needed (the ID's defaults are not made yet)");
+    // SAFETY: attr is NULL or the caller's struct ibv_qp_init_attr.
+    let a = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
+    // SAFETY: reads a field of this live ID's C struct.
+    let verbs = unsafe { (*i.as_c()).verbs };
+    if verbs.is_null() {
+        explain("rdma_create_qp", "the ID has no device yet: bind or resolve an address first");
         return Err(libc::EINVAL);
     }
-    let qp = create_qp_with(pd, attr, None, |p, init| i.inner.create_qp(p, init).map_err(refused("rdma_create_qp")))?;
-    // SAFETY: attr is the caller's (checked non-NULL); the ID's C struct is
-    // live and its fields are the library's to write.
+    let pd = if pd.is_null() { default_pd(verbs)? } else { pd };
+    let (mut send_channel, mut recv_channel) = (ptr::null_mut(), ptr::null_mut());
+    if a.send_cq.is_null() {
+        (a.send_cq, send_channel) = i.make_cq(verbs, a.cap.max_send_wr)?;
+    }
+    if a.recv_cq.is_null() {
+        (a.recv_cq, recv_channel) = i.make_cq(verbs, a.cap.max_recv_wr)?;
+    }
+    let made = create_qp_with(pd, attr, None, |p, init| i.inner.create_qp(p, init).map_err(refused("rdma_create_qp")));
+    let qp = made.inspect_err(|_| i.destroy_made())?;
+    // SAFETY: the ID's C struct is live and its fields are the library's to write.
     unsafe {
         let c = i.as_c();
         (*c).qp = qp;
         (*c).pd = pd;
-        (*c).send_cq = (*attr).send_cq;
-        (*c).recv_cq = (*attr).recv_cq;
-        (*c).srq = (*attr).srq.cast();
-        (*c).qp_type = (*attr).qp_type;
+        ((*c).send_cq, (*c).send_cq_channel) = (a.send_cq, send_channel);
+        ((*c).recv_cq, (*c).recv_cq_channel) = (a.recv_cq, recv_channel);
+        (*c).srq = a.srq.cast();
+        (*c).qp_type = a.qp_type;
     }
     sync_state(qp);
     Ok(())
+}
+
+/// Each device's PD for the QPs made without one (never freed, as
+/// librdmacm keeps its own).
+fn default_pd(verbs: *mut IbvContext) -> Result<*mut IbvPd, c_int> {
+    static PDS_BY_CONTEXT: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+    let mut list = PDS_BY_CONTEXT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(&(_, pd)) = list.iter().find(|(c, _)| *c == verbs as usize) {
+        return Ok(pd as *mut IbvPd);
+    }
+    let pd = super::memory::ibv_alloc_pd(verbs);
+    if pd.is_null() {
+        return Err(libc::ENOMEM);
+    }
+    list.push((verbs as usize, pd as usize));
+    Ok(pd)
+}
+
+impl UroceCmId {
+    /// A CQ of `entries` (at least 1) with a completion channel of its own,
+    /// made for this ID: `cq_context` the ID, as librdmacm makes them.
+    fn make_cq(&self, verbs: *mut IbvContext, entries: u32) -> Result<(*mut IbvCq, *mut IbvCompChannel), c_int> {
+        let channel = super::channel::ibv_create_comp_channel(verbs);
+        if channel.is_null() {
+            return Err(libc::ENOMEM);
+        }
+        let cqe = c_int::try_from(entries.max(1)).map_err(|_| libc::EINVAL)?;
+        let cq = super::cq::create_cq(verbs, cqe, self.as_c().cast(), channel, None);
+        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        made.push(Made::Channel(channel));
+        let cq = cq?;
+        made.push(Made::Cq(cq));
+        Ok((cq, channel))
+    }
+
+    /// Destroys the CQs and channels made for the ID, CQs first.
+    fn destroy_made(&self) {
+        let made = std::mem::take(&mut *self.made.lock().unwrap_or_else(|p| p.into_inner()));
+        for m in made.iter().rev() {
+            match *m {
+                Made::Cq(cq) => drop(super::cq::ibv_destroy_cq(cq)),
+                Made::Channel(ch) => drop(super::channel::ibv_destroy_comp_channel(ch)),
+            }
+        }
+    }
 }
 
 #[no_mangle]
@@ -328,8 +446,14 @@ pub extern "C" fn rdma_destroy_qp(id: *mut RdmaCmId) {
             if QPS.get(qp.cast::<UroceQp>()).is_some() {
                 let _ = super::qp::ibv_destroy_qp(qp);
             }
+            i.destroy_made();
             // SAFETY: the ID's C struct is live; its fields are the library's to write.
-            unsafe { (*i.as_c()).qp = ptr::null_mut() };
+            unsafe {
+                let c = i.as_c();
+                (*c).qp = ptr::null_mut();
+                ((*c).send_cq, (*c).send_cq_channel) = (ptr::null_mut(), ptr::null_mut());
+                ((*c).recv_cq, (*c).recv_cq_channel) = (ptr::null_mut(), ptr::null_mut());
+            }
         }
     })
 }
@@ -357,16 +481,29 @@ fn conn_param_of(p: &RdmaConnParam) -> ConnParam {
     }
 }
 
+/// What a connect with no parameters asks (librdmacm allows NULL): the
+/// device's limits for READs and atomics, and retries without end on RNR
+/// and 7 on loss, as rdma_client expects of it.
+fn default_conn_param() -> ConnParam {
+    ConnParam {
+        responder_resources: uroce_verbs::rdma_cm::RDMA_MAX_RESP_RES,
+        initiator_depth: uroce_verbs::rdma_cm::RDMA_MAX_INIT_DEPTH,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        ..ConnParam::default()
+    }
+}
+
 #[no_mangle]
 pub extern "C" fn rdma_connect(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c_int {
     guard(-1, || {
         cm_status((|| {
             let i = id_of(id)?;
             // SAFETY: param is NULL or the caller's struct rdma_conn_param.
-            let p = unsafe { param.as_ref() }.ok_or(libc::EINVAL)?;
-            i.inner.connect(&conn_param_of(p)).map_err(refused("rdma_connect"))?;
+            let p = unsafe { param.as_ref() }.map_or_else(default_conn_param, conn_param_of);
+            i.inner.connect(&p).map_err(refused("rdma_connect"))?;
             i.refresh();
-            Ok(())
+            await_if_sync(i, CmEventType::Established)
         })())
     })
 }
@@ -381,7 +518,7 @@ pub extern "C" fn rdma_accept(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c
             let p = unsafe { param.as_ref() }.map(conn_param_of);
             i.inner.accept(p.as_ref()).map_err(refused("rdma_accept"))?;
             i.refresh();
-            Ok(())
+            await_if_sync(i, CmEventType::Established)
         })())
     })
 }

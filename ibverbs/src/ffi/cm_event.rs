@@ -28,16 +28,18 @@ fn c_id_of(id: &CmId) -> Option<&'static UroceCmId> {
     CM_IDS.find(|i: &UroceCmId| i.inner.handle() == id.handle())
 }
 
-/// The C event of `e`, taken from `channel`: `None` if its ID is gone (the
-/// program destroyed it after the event fired, so it is not reported).
-fn c_event_of(e: CmEvent, channel: &'static UroceEventChannel) -> Option<*mut RdmaCmEvent> {
+/// The C event of `e`: `None` if its ID is gone (the program destroyed it
+/// after the event fired, so it is not reported). A connection request's
+/// new ID reports to its listener's channel.
+fn c_event_of(e: CmEvent) -> Option<*mut RdmaCmEvent> {
     let listen = e.listen_id.as_ref().and_then(c_id_of);
     let id = match (e.event, listen) {
         // A connection request comes with a new ID, the listener's context its own.
         (CmEventType::ConnectRequest, Some(l)) => {
+            let channel = l.channel();
             // SAFETY: reads a field of the live listener's C struct.
             let context = unsafe { (*l.as_c()).context };
-            UroceCmId::adopt(e.id.clone(), channel, context)
+            UroceCmId::adopt(e.id.clone(), channel, context, false)
         }
         (CmEventType::ConnectRequest, None) => return None,
         _ => {
@@ -93,7 +95,7 @@ pub extern "C" fn rdma_get_cm_event(channel: *mut RdmaEventChannel, event: *mut 
             }
             _ => return -1, // read()'s errno: EAGAIN, EINTR, ...
         }
-        let made = guard(None, || ch.inner.event_of_record(&record).and_then(|e| c_event_of(e, ch)));
+        let made = guard(None, || ch.inner.event_of_record(&record).and_then(c_event_of));
         if let Some(e) = made {
             // SAFETY: event is the caller's out-pointer (checked non-NULL).
             unsafe { *event = e };

@@ -197,14 +197,11 @@ returns_null! {
 }
 
 returns_minus_one! { libc::EOPNOTSUPP;
-    rdma_create_ep @ "RDMACM_1.0",
     rdma_create_qp_ex @ "RDMACM_1.0",
     rdma_create_srq @ "RDMACM_1.0",
     rdma_create_srq_ex @ "RDMACM_1.0",
-    rdma_get_request @ "RDMACM_1.0",
     rdma_join_multicast @ "RDMACM_1.0",
     rdma_leave_multicast @ "RDMACM_1.0",
-    rdma_migrate_id @ "RDMACM_1.0",
     rdma_notify @ "RDMACM_1.0",
     rdma_join_multicast_ex @ "RDMACM_1.1",
     rdma_get_remote_ece @ "RDMACM_1.3",
@@ -213,7 +210,6 @@ returns_minus_one! { libc::EOPNOTSUPP;
 }
 
 does_nothing! {
-    rdma_destroy_ep @ "RDMACM_1.0",
     rdma_destroy_srq @ "RDMACM_1.0",
     rdma_free_devices @ "RDMACM_1.0",
 }

@@ -76,7 +76,7 @@ impl CmId {
         registry::add_listener(Bound { ps: self.0.ps, addr: src, key: self.0.key, id: Arc::downgrade(&self.0) });
         for ctx in &devices {
             ctx.driver().with_cm(|qp1, _| qp1.register_service(service_id, self.0.key))?;
-            if let Some(ch) = self.0.channel.upgrade() {
+            if let Some(ch) = self.0.channel() {
                 ch.note_context(ctx);
             }
         }
@@ -155,7 +155,7 @@ impl CmId {
 
     /// Queues an event with no parameters about this ID.
     pub(crate) fn report(&self, event: CmEventType) {
-        if let Some(ch) = self.0.channel.upgrade() {
+        if let Some(ch) = self.0.channel() {
             ch.push(CmEvent { id: self.clone(), listen_id: None, event, status: 0, param: ConnParam::default() });
         }
     }
@@ -164,7 +164,7 @@ impl CmId {
 /// The ID uses `ctx` (whose driver serves its connection); its channel
 /// drives the context if it is a manual-progress one.
 fn attach(id: &CmId, st: &mut IdState, ctx: Context) {
-    if let Some(ch) = id.0.channel.upgrade() {
+    if let Some(ch) = id.0.channel() {
         ch.note_context(&ctx);
     }
     st.ctx = Some(ctx);

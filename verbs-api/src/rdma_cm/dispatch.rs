@@ -54,7 +54,7 @@ pub(crate) fn on_event(driver: &Driver, ev: IbEvent, keep: &mut Keep) {
 }
 
 fn deliver(id: &CmId, listen_id: Option<CmId>, event: CmEventType, status: i32, param: ConnParam) {
-    if let Some(ch) = id.0.channel.upgrade() {
+    if let Some(ch) = id.0.channel() {
         ch.push(CmEvent { id: id.clone(), listen_id, event, status, param });
     }
 }
@@ -78,7 +78,7 @@ fn on_req(driver: &Driver, comm: CommId, req: Box<ReqRepr>, keep: &mut Keep) {
         return;
     };
     keep.push(listener.0.clone());
-    let child = CmId(Arc::new(IdInner::new(listener.0.channel.clone(), listener.0.ps)));
+    let child = CmId(Arc::new(IdInner::new(listener.0.channel_weak(), listener.0.ps)));
     keep.push(child.0.clone());
     let (port, param) = (parse_service_id(req.service_id).map_or(0, |(_, p)| p), request_param(&req));
     {

@@ -85,7 +85,8 @@ pub(crate) struct IdState {
 pub(crate) struct IdInner {
     pub key: usize,
     pub ps: PortSpace,
-    pub channel: Weak<ChannelInner>,
+    /// Where its events go (`rdma_migrate_id` moves it).
+    channel: Mutex<Weak<ChannelInner>>,
     pub state: Mutex<IdState>,
 }
 
@@ -94,7 +95,7 @@ impl IdInner {
         IdInner {
             key: registry::new_key(),
             ps,
-            channel,
+            channel: Mutex::new(channel),
             state: Mutex::new(IdState {
                 cma: CmaState::Idle,
                 src: None,
@@ -113,6 +114,16 @@ impl IdInner {
                 req: None,
             }),
         }
+    }
+
+    /// The channel its events go to, if it still exists.
+    pub fn channel(&self) -> Option<Arc<ChannelInner>> {
+        self.channel_weak().upgrade()
+    }
+
+    /// The channel its events go to, held weakly.
+    pub fn channel_weak(&self) -> Weak<ChannelInner> {
+        self.channel.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn lock(&self) -> MutexGuard<'_, IdState> {
@@ -155,6 +166,15 @@ impl CmId {
 
     pub(crate) fn state(&self) -> MutexGuard<'_, IdState> {
         self.0.lock()
+    }
+
+    /// `rdma_migrate_id`: its events from now on go to `channel` (events
+    /// already queued on the old channel stay there).
+    pub fn migrate(&self, channel: &EventChannel) {
+        *self.0.channel.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&channel.0);
+        if let Some(ctx) = self.context() {
+            channel.0.note_context(&ctx);
+        }
     }
 
     /// A number unique to this ID in the process, for logs (what C prints as
