@@ -126,6 +126,27 @@ impl Drop for MrInner {
 }
 
 impl Mr {
+    /// `ibv_rereg_mr` of the PD and access: the same keys and memory, now
+    /// on `pd` (of the same context) with `access`. The handle returned owns
+    /// the registration; this one (and its clones) no longer deregisters it.
+    pub fn rereg(&self, pd: &Pd, access: AccessFlags) -> Result<Mr, Error> {
+        if !Arc::ptr_eq(&pd.context().0, &self.0.pd.context().0) {
+            return Err(Error::InvalidValue { verb: "ibv_rereg_mr", what: "a PD of another context".into() });
+        }
+        let mut core = self.0.pd.context().driver().lock();
+        core.engine.rereg_mr(self.0.keys.lkey, pd.handle(), access).map_err(Error::engine("ibv_rereg_mr"))?;
+        self.0.registered.store(false, Ordering::Release);
+        let inner = MrInner {
+            pd: pd.clone(),
+            region: self.0.region.clone(),
+            addr: self.0.addr,
+            len: self.0.len,
+            keys: self.0.keys,
+            registered: AtomicBool::new(true),
+        };
+        Ok(Mr(Arc::new(inner)))
+    }
+
     /// The virtual address of byte 0, as peers name it in RDMA operations.
     pub fn addr(&self) -> u64 {
         self.0.addr

@@ -412,7 +412,7 @@ impl UroceCmId {
             return Err(libc::ENOMEM);
         }
         let cqe = c_int::try_from(entries.max(1)).map_err(|_| libc::EINVAL)?;
-        let cq = super::cq::create_cq(verbs, cqe, self.as_c().cast(), channel, None);
+        let cq = super::cq::create_cq(verbs, cqe, self.as_c().cast(), channel, 0, None);
         let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
         made.push(Made::Channel(channel));
         let cq = cq?;

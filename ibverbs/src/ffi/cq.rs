@@ -12,7 +12,8 @@ use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
 use core::ptr;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use uroce_verbs::{Cq, WorkCompletion};
 
@@ -33,6 +34,10 @@ pub struct UroceCq {
     /// The completion `ibv_start_poll` / `ibv_next_poll` took, which the
     /// `ibv_wc_read_*` calls read.
     pub current: Mutex<WorkCompletion>,
+    /// Completions taken off the ring when a QP was reset (its own dropped,
+    /// the others kept here, oldest first), and whether any are.
+    stash: Mutex<VecDeque<WorkCompletion>>,
+    stashed: AtomicBool,
 }
 
 pub static CQS: Live = Live::new();
@@ -54,6 +59,38 @@ impl UroceCq {
     /// The pointer C holds.
     pub fn as_c(&self) -> *mut IbvCq {
         self.cq.get().cast()
+    }
+
+    /// Takes up to `out.len()` completions, oldest first; how many.
+    pub fn take(&self, out: &mut [WorkCompletion]) -> usize {
+        let mut n = 0;
+        if self.stashed.load(Ordering::Acquire) {
+            let mut stash = self.stash.lock().unwrap_or_else(|p| p.into_inner());
+            while n < out.len() {
+                let Some(wc) = stash.pop_front() else { break };
+                out[n] = wc;
+                n += 1;
+            }
+            self.stashed.store(!stash.is_empty(), Ordering::Release);
+        }
+        n + self.inner.poll(&mut out[n..])
+    }
+
+    /// Drops the completions of QP `qpn` that wait here, as a QP reset
+    /// does on mlx4/mlx5 (so a QP brought back from ERR does not find its
+    /// old flushed work in its CQs); the others stay, in order.
+    pub fn drop_completions_of(&self, qpn: u32) {
+        let mut stash = self.stash.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buf = [WorkCompletion::default(); 16];
+        loop {
+            let n = self.inner.poll(&mut buf);
+            stash.extend(buf[..n].iter().copied());
+            if n < buf.len() {
+                break;
+            }
+        }
+        stash.retain(|wc| wc.qp_num != qpn);
+        self.stashed.store(!stash.is_empty(), Ordering::Release);
     }
 
     /// The C CQ as the extended one.
@@ -86,9 +123,15 @@ pub fn create_cq(
     cqe: c_int,
     cq_context: *mut c_void,
     channel: *mut IbvCompChannel,
+    comp_vector: c_int,
     fill_ex: Option<fn(&mut IbvCqEx)>,
 ) -> Result<*mut IbvCq, c_int> {
     let c = context_of(ctx).ok_or(libc::EINVAL)?;
+    if comp_vector != 0 {
+        // A uroce context has one completion vector (num_comp_vectors is 1).
+        explain("ibv_create_cq", &format!("completion vector {comp_vector}: the context has one, 0"));
+        return Err(libc::EINVAL);
+    }
     let channel_ref = match channel.is_null() {
         true => None,
         false => Some(CHANNELS.get(channel.cast::<UroceChannel>()).ok_or(libc::EINVAL)?),
@@ -117,6 +160,8 @@ pub fn create_cq(
     let boxed = Box::new(UroceCq {
         cq: UnsafeCell::new(cq),
         current: Mutex::new(WorkCompletion::default()),
+        stash: Mutex::new(VecDeque::new()),
+        stashed: AtomicBool::new(false),
         inner,
         users: AtomicUsize::new(0),
         channel: channel_ref,
@@ -134,9 +179,9 @@ pub extern "C" fn ibv_create_cq(
     cqe: c_int,
     cq_context: *mut c_void,
     channel: *mut IbvCompChannel,
-    _comp_vector: c_int,
+    comp_vector: c_int,
 ) -> *mut IbvCq {
-    guard(ptr::null_mut(), || null_on_err(create_cq(ctx, cqe, cq_context, channel, None)))
+    guard(ptr::null_mut(), || null_on_err(create_cq(ctx, cqe, cq_context, channel, comp_vector, None)))
 }
 symver!(ibv_create_cq, "IBVERBS_1.1");
 
@@ -198,7 +243,7 @@ pub extern "C" fn poll_cq(cq: *mut IbvCq, n: c_int, out: *mut IbvWc) -> c_int {
         let mut done = 0usize;
         while done < n as usize {
             let want = (n as usize - done).min(buf.len());
-            let got = c.inner.poll(&mut buf[..want]);
+            let got = c.take(&mut buf[..want]);
             for (i, wc) in buf[..got].iter().enumerate() {
                 // SAFETY: out holds n entries (the caller's array) and done + i < n.
                 unsafe { out.add(done + i).write(to_c(wc)) };

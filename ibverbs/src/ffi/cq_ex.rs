@@ -26,7 +26,7 @@ fn take_next(cq: *mut IbvCqEx) -> c_int {
     guard(libc::EIO, || {
         let Some(c) = cq_of(cq) else { return libc::EINVAL };
         let mut one = [WorkCompletion::default()];
-        if c.inner.poll(&mut one) == 0 {
+        if c.take(&mut one) == 0 {
             return libc::ENOENT;
         }
         let wc = to_c(&one[0]);
@@ -148,7 +148,8 @@ fn create_cq_ex(ctx: *mut IbvContext, attr: *mut IbvCqInitAttrEx) -> Result<*mut
         return Err(libc::EOPNOTSUPP);
     }
     let cqe = c_int::try_from(a.cqe).map_err(|_| libc::EINVAL)?;
-    create_cq(ctx, cqe, a.cq_context, a.channel, Some(fill_poll_ops)).map(|cq| cq.cast())
+    let comp_vector = c_int::try_from(a.comp_vector).map_err(|_| libc::EINVAL)?;
+    create_cq(ctx, cqe, a.cq_context, a.channel, comp_vector, Some(fill_poll_ops)).map(|cq| cq.cast())
 }
 
 /// `verbs_context.create_cq_ex`, which the inline `ibv_create_cq_ex` calls.

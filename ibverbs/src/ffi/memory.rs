@@ -8,9 +8,11 @@ use super::device::context_of;
 use super::handles::{unused, Live};
 use super::{guard, null_on_err, refused, symver};
 use crate::explain::explain;
+use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint, c_void};
 use core::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use uroce_stack::memory::RawRegion;
 use uroce_verbs::{AccessFlags, Mr, Pd};
 
@@ -24,12 +26,19 @@ pub struct UrocePd {
     pub users: AtomicUsize,
 }
 
-/// An MR as C holds it.
+/// An MR as C holds it: the C struct in an `UnsafeCell`, as
+/// `ibv_rereg_mr` rewrites fields the program reads (PD, keys).
 #[repr(C)]
 pub struct UroceMr {
-    mr: IbvMr,
+    mr: UnsafeCell<IbvMr>,
+    reg: Mutex<Registration>,
+}
+
+/// What an MR is registered as: the uroce region, its PD and access.
+struct Registration {
     inner: Mr,
     pd: &'static UrocePd,
+    access: c_uint,
 }
 
 pub static PDS: Live = Live::new();
@@ -79,8 +88,8 @@ fn is_mapped(addr: usize, len: usize) -> bool {
     unsafe { libc::mincore(start as *mut c_void, end - start, vec.as_mut_ptr()) == 0 }
 }
 
-fn reg_mr(pd: *mut IbvPd, addr: *mut c_void, length: usize, iova: u64, access: c_uint) -> Result<*mut IbvMr, c_int> {
-    let p = PDS.get(pd.cast::<UrocePd>()).ok_or(libc::EINVAL)?;
+/// Registers `length` bytes at `addr` on `p`, as peers name them at `iova`.
+fn register(p: &UrocePd, addr: *mut c_void, length: usize, iova: u64, access: c_uint) -> Result<Mr, c_int> {
     if access & !SERVED_ACCESS != 0 {
         explain("ibv_reg_mr", &format!("access flags {:#x}: uroce has no such MRs", access & !SERVED_ACCESS));
         return Err(libc::EOPNOTSUPP);
@@ -97,7 +106,12 @@ fn reg_mr(pd: *mut IbvPd, addr: *mut c_void, length: usize, iova: u64, access: c
     // which the caller keeps until ibv_dereg_mr, as ibv_reg_mr's contract
     // says; dereg waits for any access in flight.
     let region = unsafe { RawRegion::new(start, length) };
-    let inner = p.inner.reg_user_mr(region, iova, AccessFlags(access)).map_err(refused("ibv_reg_mr"))?;
+    p.inner.reg_user_mr(region, iova, AccessFlags(access)).map_err(refused("ibv_reg_mr"))
+}
+
+fn reg_mr(pd: *mut IbvPd, addr: *mut c_void, length: usize, iova: u64, access: c_uint) -> Result<*mut IbvMr, c_int> {
+    let p = PDS.get(pd.cast::<UrocePd>()).ok_or(libc::EINVAL)?;
+    let inner = register(p, addr, length, iova, access)?;
     let mr = IbvMr {
         context: p.c_context(),
         pd,
@@ -108,7 +122,8 @@ fn reg_mr(pd: *mut IbvPd, addr: *mut c_void, length: usize, iova: u64, access: c
         rkey: inner.rkey(),
     };
     p.users.fetch_add(1, Ordering::AcqRel);
-    Ok(MRS.adopt(Box::new(UroceMr { mr, inner, pd: p })).cast())
+    let reg = Mutex::new(Registration { inner, pd: p, access });
+    Ok(MRS.adopt(Box::new(UroceMr { mr: UnsafeCell::new(mr), reg })).cast())
 }
 
 impl UrocePd {
@@ -159,12 +174,77 @@ symver!(ibv_reg_mr_iova2, "IBVERBS_1.8");
 pub extern "C" fn ibv_dereg_mr(mr: *mut IbvMr) -> c_int {
     guard(libc::EIO, || match MRS.release(mr.cast::<UroceMr>(), |_| Ok(())) {
         Ok(m) => {
+            let reg = m.reg.into_inner().unwrap_or_else(|p| p.into_inner());
             // Returns once no access is in flight: the memory is the caller's again.
-            let r = m.inner.deregister();
-            m.pd.users.fetch_sub(1, Ordering::AcqRel);
+            let r = reg.inner.deregister();
+            reg.pd.users.fetch_sub(1, Ordering::AcqRel);
             r.map_or_else(|e| e.errno(), |_| 0)
         }
         Err(e) => e,
     })
 }
 symver!(ibv_dereg_mr, "IBVERBS_1.1");
+
+/// `enum ibv_rereg_mr_flags`.
+const IBV_REREG_MR_CHANGE_TRANSLATION: c_int = 1 << 0;
+const IBV_REREG_MR_CHANGE_PD: c_int = 1 << 1;
+const IBV_REREG_MR_CHANGE_ACCESS: c_int = 1 << 2;
+/// `enum ibv_rereg_mr_err_code`: bad input, and the command failed.
+const IBV_REREG_MR_ERR_INPUT: c_int = -1;
+const IBV_REREG_MR_ERR_CMD: c_int = -4;
+
+/// Moves the MR to another PD and/or other access, as rxe does: the same
+/// keys and memory, work requests checked again. A new translation
+/// (address, length) is not served: EOPNOTSUPP, as rxe answers.
+fn rereg_mr(mr: *mut IbvMr, flags: c_int, pd: *mut IbvPd, access: c_int) -> Result<(), (c_int, c_int)> {
+    let input = |e| (IBV_REREG_MR_ERR_INPUT, e);
+    let m = MRS.get(mr.cast::<UroceMr>()).ok_or(input(libc::EINVAL))?;
+    let known = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+    if flags == 0 || flags & !known != 0 {
+        return Err(input(libc::EINVAL));
+    }
+    if flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
+        explain("ibv_rereg_mr", "IBV_REREG_MR_CHANGE_TRANSLATION: register the new memory instead (as on rxe)");
+        return Err((IBV_REREG_MR_ERR_CMD, libc::EOPNOTSUPP));
+    }
+    let mut reg = m.reg.lock().unwrap_or_else(|p| p.into_inner());
+    let new_pd = match flags & IBV_REREG_MR_CHANGE_PD {
+        0 => reg.pd,
+        _ => PDS.get(pd.cast::<UrocePd>()).ok_or(input(libc::EINVAL))?,
+    };
+    let new_access = if flags & IBV_REREG_MR_CHANGE_ACCESS != 0 { access as c_uint } else { reg.access };
+    if new_access & !SERVED_ACCESS != 0 {
+        explain("ibv_rereg_mr", &format!("access flags {:#x}: uroce has no such MRs", new_access & !SERVED_ACCESS));
+        return Err((IBV_REREG_MR_ERR_CMD, libc::EOPNOTSUPP));
+    }
+    let inner = reg
+        .inner
+        .rereg(&new_pd.inner, AccessFlags(new_access))
+        .map_err(|e| (IBV_REREG_MR_ERR_CMD, refused("ibv_rereg_mr")(e)))?;
+    new_pd.users.fetch_add(1, Ordering::AcqRel);
+    reg.pd.users.fetch_sub(1, Ordering::AcqRel);
+    // SAFETY: a field of this live MR's C struct, the library's to write
+    // (the keys stay, as on rxe).
+    unsafe { (*m.mr.get()).pd = ptr::from_ref(new_pd).cast_mut().cast() };
+    *reg = Registration { inner, pd: new_pd, access: new_access };
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn ibv_rereg_mr(
+    mr: *mut IbvMr,
+    flags: c_int,
+    pd: *mut IbvPd,
+    _addr: *mut c_void,
+    _length: usize,
+    access: c_int,
+) -> c_int {
+    guard(IBV_REREG_MR_ERR_CMD, || match rereg_mr(mr, flags, pd, access) {
+        Ok(()) => 0,
+        Err((code, errno)) => {
+            super::set_errno(errno);
+            code
+        }
+    })
+}
+symver!(ibv_rereg_mr, "IBVERBS_1.1");

@@ -56,7 +56,6 @@ macro_rules! does_nothing {
 returns_errno! {
     ibv_attach_mcast @ "IBVERBS_1.1",
     ibv_detach_mcast @ "IBVERBS_1.1",
-    ibv_rereg_mr @ "IBVERBS_1.1",
     ibv_resize_cq @ "IBVERBS_1.1",
     ibv_resolve_eth_l2_from_gid @ "IBVERBS_1.1",
     ibv_query_ece @ "IBVERBS_1.10",

@@ -155,6 +155,19 @@ impl MrTable {
             _ => false,
         }
     }
+    /// Moves `key`'s region to `pd` with `access` (a re-registration): work
+    /// requests checked before are checked again. Whether it existed.
+    pub fn modify(&mut self, key: u32, pd: Pd, access: AccessFlags) -> bool {
+        match self.by_key.get_mut(&key) {
+            Some(mr) => {
+                (mr.pd, mr.access) = (pd, access);
+                self.generation += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// How many regions were removed or invalidated so far.
     pub fn generation(&self) -> u64 {
         self.generation

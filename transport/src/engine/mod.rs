@@ -329,6 +329,22 @@ impl Engine {
         Ok(MrKeys { lkey: key, rkey: key })
     }
 
+    /// `ibv_rereg_mr` of the PD and access: the region keeps its keys and
+    /// memory; what peers and work requests may do with it changes at once.
+    pub fn rereg_mr(&mut self, lkey: u32, pd: Pd, access: AccessFlags) -> Result<(), Error> {
+        if !self.pds.contains(&pd) {
+            return Err(Error::NoSuchPd(pd));
+        }
+        let remote_changes = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
+        if !(access & remote_changes).is_empty() && !access.contains(AccessFlags::LOCAL_WRITE) {
+            return Err(Error::InvalidAccess(access));
+        }
+        match self.sh.mrs.modify(lkey, pd, access) {
+            true => Ok(()),
+            false => Err(Error::NoSuchMr(lkey)),
+        }
+    }
+
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<Box<dyn MrStorage>, Error> {
         self.sh.mrs.remove(lkey).map(|m| m.storage).ok_or(Error::NoSuchMr(lkey))
     }

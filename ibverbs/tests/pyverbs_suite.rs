@@ -1,0 +1,26 @@
+//! rdma-core's own test suite (Debian's python3-pyverbs ships it) against
+//! the drop-in built with these tests: every test of the vendor-neutral
+//! modules passes or skips for a feature uroce lacks; none fails, errors,
+//! crashes or hangs (scripts/pyverbs-suite runs them and says which).
+
+mod common;
+use common::install_dir;
+use std::process::Command;
+use uroce_stack::testnet::TestNet;
+
+#[test]
+fn rdma_cores_own_tests_pass_or_skip_over_the_drop_in() {
+    let dir = install_dir();
+    let net = TestNet::new();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pyverbs-suite");
+    let out = Command::new("bash")
+        .arg(script)
+        .env("UROCE_DROPIN_DIR", dir.path())
+        .env("UROCE_PYVERBS_IP", net.ip(1).to_string())
+        .output()
+        .expect("run the suite");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    println!("{text}");
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("SKIP:") || text.contains(" passed, "), "{text}");
+}
