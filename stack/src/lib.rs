@@ -14,4 +14,8 @@ pub mod memory {
 }
 pub mod pcap;
 mod sys;
+/// How the threads that move packets are scheduled.
+pub mod sched {
+    pub use crate::sys::thread::request_slice;
+}
 pub mod testnet;

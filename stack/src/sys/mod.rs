@@ -1,5 +1,6 @@
 //! The only place with `unsafe`: thin wrappers over the Linux calls the links
-//! need, and raw access to memory the application registers (`region`).
+//! need, raw access to memory the application registers (`region`), and the
+//! scheduling of the threads that move packets (`thread`).
 
 pub mod fd;
 pub mod iface;
@@ -8,4 +9,5 @@ pub mod netns;
 pub mod packet;
 pub mod region;
 pub mod tap;
+pub mod thread;
 pub mod udp;
