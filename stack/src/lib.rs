@@ -14,8 +14,4 @@ pub mod memory {
 }
 pub mod pcap;
 mod sys;
-/// How the threads that move packets are scheduled.
-pub mod sched {
-    pub use crate::sys::thread::request_slice;
-}
 pub mod testnet;

@@ -7,10 +7,6 @@ use crate::error::Error;
 use std::sync::{Arc, Mutex, Weak};
 use uroce_stack::link::{self, Capture, Impair, OpenedLink};
 
-/// The time slice the progress thread asks for: short, so that it preempts
-/// a busy-looping application thread as soon as a packet wakes it.
-const PROGRESS_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
-
 /// The devices open in this process, by the spec they were opened with.
 static OPEN: Mutex<Vec<(String, Weak<DeviceOwner>)>> = Mutex::new(Vec::new());
 
@@ -31,12 +27,7 @@ pub(crate) fn open_device(spec: &str, opts: &OpenOptions) -> Result<Arc<DeviceOw
         Progress::Manual => None,
         _ => {
             let d = driver.clone();
-            let spawned = std::thread::Builder::new().name("uroce-progress".into()).spawn(move || {
-                // Woken by a packet, run at once beside a thread busy-looping on
-                // memory (perftest's write_lat) rather than after its slice.
-                uroce_stack::sched::request_slice(PROGRESS_SLICE);
-                d.run()
-            });
+            let spawned = std::thread::Builder::new().name("uroce-progress".into()).spawn(move || d.run());
             Some(spawned.map_err(|err| Error::Os { verb: "ibv_open_device", err })?)
         }
     };
