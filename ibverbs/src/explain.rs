@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 /// The environment variable that turns the explanations on.
 pub const EXPLAIN_ENV: &str = "UROCE_EXPLAIN";
 
-fn enabled() -> bool {
+/// Whether explanations are on (`UROCE_EXPLAIN`).
+pub fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var(EXPLAIN_ENV).is_ok_and(|v| !v.is_empty() && v != "0"))
 }

@@ -13,12 +13,13 @@ use uroce_stack::testnet::TestNet;
 /// device on a loopback address of its own; its output.
 fn run_c_program(name: &str) -> Option<String> {
     let net = TestNet::new();
-    run_c_program_with(name, &net.udp(1), &[])
+    run_c_program_with(name, &net.udp(1), &[], &[])
 }
 
 /// Compiles `tests/c/NAME.c` against the drop-in (`-libverbs -lrdmacm`) and
-/// runs it with `args` and the devices `UROCE_DEVICES=devices`; its output.
-fn run_c_program_with(name: &str, devices: &str, args: &[&str]) -> Option<String> {
+/// runs it with `args`, the devices `UROCE_DEVICES=devices` and `env`; its
+/// output (stdout, then stderr).
+fn run_c_program_with(name: &str, devices: &str, args: &[&str], env: &[(&str, &str)]) -> Option<String> {
     let gcc = Command::new("gcc").arg("--version").output().is_ok_and(|o| o.status.success());
     let headers = ["/usr/include/infiniband/verbs.h", "/usr/include/rdma/rdma_cma.h"];
     if !gcc || !headers.iter().all(|h| Path::new(h).exists()) {
@@ -48,6 +49,7 @@ fn run_c_program_with(name: &str, devices: &str, args: &[&str]) -> Option<String
         .args(args)
         .env("LD_LIBRARY_PATH", &dir)
         .env("UROCE_DEVICES", devices)
+        .envs(env.iter().copied())
         .output()
         .expect("run the C program");
     let _ = std::fs::remove_dir_all(&dir);
@@ -84,7 +86,33 @@ fn rdma_cm_connects_sends_writes_and_disconnects_as_librdmacm() {
     let net = TestNet::new();
     let devices = format!("{} {}", net.udp(1), net.udp(2));
     let (server, client) = (net.ip(1).to_string(), net.ip(2).to_string());
-    if let Some(out) = run_c_program_with("cm", &devices, &[&server, &client]) {
+    if let Some(out) = run_c_program_with("cm", &devices, &[&server, &client], &[]) {
         assert_eq!(out.trim(), "ok");
+    }
+}
+
+/// The mistakes the issue names, and rdma-core's and rxe's answers.
+#[test]
+fn mistakes_get_the_answers_rdma_core_and_rxe_give() {
+    if let Some(out) = run_c_program("bad_input") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+/// With UROCE_EXPLAIN=1 each of those mistakes gets one line on stderr that
+/// says what happened and what to do.
+#[test]
+fn mistakes_are_explained_with_what_to_do() {
+    let net = TestNet::new();
+    let Some(out) = run_c_program_with("bad_input", &net.udp(1), &[], &[("UROCE_EXPLAIN", "1")]) else { return };
+    for (what, fix) in [
+        ("no GID index", "the table has"),
+        ("is in state RESET", "ibv_modify_qp"),
+        ("RNR retry counter exceeded", "post receives before the sender starts"),
+        ("local protection error", "lkey"),
+        ("remote access error", "the rkey is unknown to it"),
+        ("is full", "poll the CQ"),
+    ] {
+        assert!(out.lines().any(|l| l.starts_with("uroce: ") && l.contains(what) && l.contains(fix)), "{what}: {out}");
     }
 }

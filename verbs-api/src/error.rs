@@ -110,6 +110,21 @@ impl Error {
 }
 
 impl Error {
+    /// The usual fix for the refusals programs meet most (a full queue, a
+    /// QP in the wrong state), for messages that say what to do.
+    pub fn advice(&self) -> Option<&'static str> {
+        Some(match self {
+            Error::Engine { err: engine::Error::QueueFull { .. }, .. } => {
+                "poll the CQ for the completions of earlier requests before posting more, or create the QP with a \
+                 larger max_send_wr / max_recv_wr"
+            }
+            Error::Engine { err: engine::Error::InvalidState { .. }, .. } => {
+                "move the QP on with ibv_modify_qp first: receives from INIT, sends from RTS (RESET -> INIT -> RTR -> RTS)"
+            }
+            _ => return None,
+        })
+    }
+
     pub(crate) fn engine(verb: &'static str) -> impl Fn(engine::Error) -> Error {
         move |err| Error::Engine { verb, err }
     }

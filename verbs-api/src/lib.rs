@@ -45,6 +45,7 @@ mod context;
 mod cq;
 mod device;
 mod diag;
+pub use diag::advice as completion_advice;
 mod driver;
 mod error;
 mod event_fd;

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
-use uroce_verbs::{Cq, WorkCompletion};
+use uroce_verbs::{Cq, WcStatus, WorkCompletion};
 
 /// A CQ as C holds it: an `ibv_cq_ex` (whose first member is the
 /// `ibv_cq`), in an `UnsafeCell` as the library writes fields the program
@@ -73,7 +73,9 @@ impl UroceCq {
             }
             self.stashed.store(!stash.is_empty(), Ordering::Release);
         }
-        n + self.inner.poll(&mut out[n..])
+        let n = n + self.inner.poll(&mut out[n..]);
+        explain_failures(&out[..n]);
+        n
     }
 
     /// Drops the completions of QP `qpn` that wait here, as a QP reset
@@ -208,6 +210,18 @@ pub extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     })
 }
 symver!(ibv_destroy_cq, "IBVERBS_1.1");
+
+/// Says why each failed completion failed and what to do (flushes, which
+/// follow the failure that caused them, are left quiet).
+fn explain_failures(wcs: &[WorkCompletion]) {
+    if !crate::explain::enabled() {
+        return;
+    }
+    for wc in wcs.iter().filter(|w| !matches!(w.status, WcStatus::Success | WcStatus::WrFlushErr)) {
+        let why = uroce_verbs::completion_advice(wc.status).unwrap_or("see the status");
+        explain("ibv_poll_cq", &format!("wr_id {} on QP {:#08x}: {}: {why}", wc.wr_id, wc.qp_num, wc.status));
+    }
+}
 
 /// The C form of a completion.
 pub fn to_c(wc: &WorkCompletion) -> IbvWc {

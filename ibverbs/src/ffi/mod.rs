@@ -41,10 +41,14 @@ macro_rules! symver {
 }
 pub(crate) use symver;
 
-/// An engine refusal as C's errno, said first if explanations are on.
+/// An engine refusal as C's errno, said first (with what to do, where
+/// there is a usual fix) if explanations are on.
 pub fn refused(verb: &str) -> impl Fn(uroce_verbs::Error) -> c_int + '_ {
     move |e| {
-        explain(verb, &e.to_string());
+        match e.advice() {
+            Some(fix) => explain(verb, &format!("{e}: {fix}")),
+            None => explain(verb, &e.to_string()),
+        }
         e.errno()
     }
 }
