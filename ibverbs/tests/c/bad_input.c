@@ -12,18 +12,6 @@
 
 static struct ibv_cq *cq;
 
-static struct ibv_wc one_wc(void)
-{
-	struct ibv_wc wc;
-	struct timespec t0, t;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (ibv_poll_cq(cq, 1, &wc) == 0) {
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		CHECK(t.tv_sec - t0.tv_sec < 10);
-	}
-	return wc;
-}
-
 static struct ibv_qp *rc_qp(struct ibv_pd *pd, uint32_t max_send_wr)
 {
 	struct ibv_qp_init_attr a = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
@@ -93,11 +81,11 @@ int main(void)
 
 	/* No receive posted at b, rnr_retry 0: the SEND fails with RNR_RETRY_EXC. */
 	CHECK(ibv_post_send(a, &wr, &bad) == 0);
-	struct ibv_wc wc = one_wc();
+	struct ibv_wc wc = poll_one(cq);
 	CHECK(wc.wr_id == 1 && wc.status == IBV_WC_RNR_RETRY_EXC_ERR);
 	/* a is in ERR now: its next work is flushed, not refused. */
 	CHECK(ibv_post_send(a, &wr, &bad) == 0);
-	wc = one_wc();
+	wc = poll_one(cq);
 	CHECK(wc.status == IBV_WC_WR_FLUSH_ERR);
 
 	/* Fresh QPs: an lkey never registered fails locally (LOC_PROT_ERR). */
@@ -110,7 +98,7 @@ int main(void)
 	w2.wr.rdma.remote_addr = (uintptr_t)buf;
 	w2.wr.rdma.rkey = mr->rkey;
 	CHECK(ibv_post_send(c, &w2, &bad) == 0);
-	wc = one_wc();
+	wc = poll_one(cq);
 	CHECK(wc.wr_id == 2 && wc.status == IBV_WC_LOC_PROT_ERR);
 
 	/* A WRITE to an rkey the peer never registered: REM_ACCESS_ERR. */
@@ -121,7 +109,7 @@ int main(void)
 	w2.wr_id = 3;
 	w2.wr.rdma.rkey = mr->rkey ^ 0x5500;
 	CHECK(ibv_post_send(e, &w2, &bad) == 0);
-	wc = one_wc();
+	wc = poll_one(cq);
 	CHECK(wc.wr_id == 3 && wc.status == IBV_WC_REM_ACCESS_ERR);
 
 	/* A send queue of 2, a chain of 3 unsignaled WRITEs before any

@@ -1,11 +1,12 @@
 /* What the project's C tests share: CHECK, which names the failed check
- * with errno and exits 1, and the first device, opened. */
+ * with errno and exits 1; the first device, opened; a bounded poll. */
 #ifndef UROCE_TEST_CHECK_H
 #define UROCE_TEST_CHECK_H
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <infiniband/verbs.h>
 
 #define CHECK(cond)                                                            \
@@ -27,6 +28,22 @@ static inline struct ibv_context *open_first_device(void)
 	CHECK(ctx);
 	ibv_free_device_list(list);
 	return ctx;
+}
+
+/* The next completion of cq, polled for at most ten seconds. */
+static inline struct ibv_wc poll_one(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, &wc);
+		CHECK(n >= 0);
+		if (n == 1)
+			return wc;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		CHECK(t.tv_sec - t0.tv_sec < 10);
+	}
 }
 
 #endif

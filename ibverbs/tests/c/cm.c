@@ -55,15 +55,10 @@ static void make_qp(struct rdma_cm_id *id, struct end *e)
 	CHECK(id->qp && id->qp->state == IBV_QPS_INIT && id->pd == e->pd);
 }
 
+/* The next completion of cq, which must be a success. */
 static struct ibv_wc one_wc(struct ibv_cq *cq)
 {
-	struct ibv_wc wc;
-	struct timespec t0, t;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (ibv_poll_cq(cq, 1, &wc) == 0) {
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		CHECK(t.tv_sec - t0.tv_sec < 5);
-	}
+	struct ibv_wc wc = poll_one(cq);
 	CHECK(wc.status == IBV_WC_SUCCESS);
 	return wc;
 }
