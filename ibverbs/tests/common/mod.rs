@@ -99,6 +99,10 @@ pub fn roce_port_bound(ip: Ipv4Addr) -> bool {
         .is_ok_and(|t| t.lines().any(|l| l.split_whitespace().nth(1) == Some(want.as_str())))
 }
 
+/// How often a pair is started before a client that came too early fails
+/// the test (each attempt is a second or two).
+const PAIR_ATTEMPTS: u64 = 12;
+
 /// One end of a pair: a program and its arguments, in which `{dev}` is
 /// replaced by the end's device (a uroce link spec) and `{server}` by the
 /// server's address. Over the drop-in, the device is given as
@@ -144,13 +148,16 @@ fn text_of(out: std::process::Output) -> (bool, String) {
 /// `client` on another. A client that came too early (its output says
 /// `not_ready`: the server was not listening yet) ends the attempt: the
 /// server is stopped and both start again, as a client that half-connected
-/// can leave a server (perftest -R's) waiting on it. Asserts both succeed;
-/// their outputs (client, server).
+/// can leave a server (perftest -R's) waiting on it. perftest -R also races
+/// itself: its client connects its second connection as soon as the first
+/// is up, and a server slow to listen again (a loaded machine) rejects it;
+/// hence up to [`PAIR_ATTEMPTS`] attempts. Asserts both succeed; their
+/// outputs (client, server).
 pub fn run_pair(server: End, client: End, not_ready: &str) -> (String, String) {
     let net = TestNet::new();
     let dir = install_dir();
     let (server_dev, client_dev, server_ip) = (net.udp(1), net.udp(2), net.ip(1));
-    for attempt in 1..=5 {
+    for attempt in 1..=PAIR_ATTEMPTS {
         let running = server.spawn(dir.path(), &server_dev, &server_ip.to_string());
         // A client connecting over rdma_cm before the server's device is up
         // would wait out its REQ's retries: wait for the device.
@@ -160,14 +167,18 @@ pub fn run_pair(server: End, client: End, not_ready: &str) -> (String, String) {
             }
             std::thread::sleep(std::time::Duration::from_millis(25));
         }
-        std::thread::sleep(std::time::Duration::from_millis(100 * attempt));
+        std::thread::sleep(std::time::Duration::from_millis(100 * attempt.min(5)));
         let client_out = text_of(
             client
                 .spawn(dir.path(), &client_dev, &server_ip.to_string())
                 .wait_with_output()
                 .expect("the client's output"),
         );
-        if client_out.1.contains(not_ready) && attempt < 5 {
+        if client_out.1.contains(not_ready) && attempt < PAIR_ATTEMPTS {
+            println!(
+                "{} {:?}: attempt {attempt}: the client came too early ({not_ready}); both again",
+                client.program, client.args
+            );
             // SIGTERM to our own `timeout`, which passes it to the server it runs.
             let _ = Command::new("kill").args(["-TERM", &running.id().to_string()]).status();
             let _ = running.wait_with_output();
