@@ -196,6 +196,12 @@ impl Context {
         }
     }
 
+    /// Whether the device's link has address `ip` (an IPv4-mapped IPv6
+    /// address counts as its IPv4 address), as rdma_cm finds devices.
+    pub fn has_ip(&self, ip: std::net::IpAddr) -> bool {
+        crate::rdma_cm::has_ip(self.link_info(), ip)
+    }
+
     /// Whether `other` is this very context (a clone of it), not merely
     /// another context on the same device.
     pub fn same_context(&self, other: &Context) -> bool {

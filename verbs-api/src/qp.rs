@@ -280,11 +280,8 @@ impl Qp {
     /// ignored, as an RNIC ignores them); `None` gathers from the SGEs' regions.
     pub fn post_send_inline(&self, wr: SendWr, inline: Option<Vec<u8>>) -> Result<(), Error> {
         let qpn = self.0.qpn;
-        let post = |engine: &mut uroce_transport::engine::Engine| match inline {
-            Some(data) => engine.post_send_inline(qpn, wr, data),
-            None => engine.post_send(qpn, wr),
-        };
-        self.0.pd.context().driver().post(post).map_err(Error::engine("ibv_post_send"))
+        let driver = self.0.pd.context().driver();
+        driver.post(|engine| engine.post_send_inline(qpn, wr, inline)).map_err(Error::engine("ibv_post_send"))
     }
 
     /// `ibv_wr_complete`: posts `wrs` (each with its inline data, as

@@ -74,8 +74,14 @@ pub fn cm_status(r: Result<(), c_int>) -> c_int {
     }
 }
 
-/// A new event channel, as C holds it.
-fn new_channel() -> Result<&'static UroceEventChannel, c_int> {
+/// A librdmacm call: `f`, its panic kept from C, its result as [`cm_status`].
+pub fn cm_call(f: impl FnOnce() -> Result<(), c_int>) -> c_int {
+    guard(-1, || cm_status(f()))
+}
+
+/// A new event channel, as C holds it (a synchronous ID's is its own,
+/// destroyed with it).
+pub fn new_channel() -> Result<&'static UroceEventChannel, c_int> {
     open_devices_for_cm();
     let inner = EventChannel::new().map_err(refused("rdma_create_event_channel"))?;
     let ch = RdmaEventChannel { fd: inner.as_raw_fd() };
@@ -83,11 +89,6 @@ fn new_channel() -> Result<&'static UroceEventChannel, c_int> {
     let raw = EVENT_CHANNELS.adopt(Box::new(UroceEventChannel { ch, inner, users, readers }));
     // SAFETY: just adopted; it lives until released.
     Ok(unsafe { &*raw })
-}
-
-/// The channel of a synchronous ID, its own (destroyed with it).
-pub fn private_channel() -> Result<&'static UroceEventChannel, c_int> {
-    new_channel()
 }
 
 #[no_mangle]
@@ -241,7 +242,7 @@ fn create_id(
     }
     let sync = channel.is_null();
     let ch = match sync {
-        true => private_channel()?,
+        true => new_channel()?,
         false => EVENT_CHANNELS.get(channel.cast::<UroceEventChannel>()).ok_or(libc::EINVAL)?,
     };
     let inner = ch.inner.create_id(PortSpace::Tcp).map_err(refused("rdma_create_id"))?;
@@ -259,21 +260,21 @@ pub extern "C" fn rdma_create_id(
     context: *mut c_void,
     ps: c_int,
 ) -> c_int {
-    guard(-1, || cm_status(create_id(channel, id, context, ps)))
+    cm_call(|| create_id(channel, id, context, ps))
 }
 symver!(rdma_create_id, "RDMACM_1.0");
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
-    guard(-1, || {
-        cm_status(CM_IDS.release(id.cast::<UroceCmId>(), |_| Ok(())).map(|i| {
+    cm_call(|| {
+        CM_IDS.release(id.cast::<UroceCmId>(), |_| Ok(())).map(|i| {
             let ch = i.channel();
             ch.users.fetch_sub(1, Ordering::AcqRel);
             if i.is_sync() {
                 drop(i); // its events hold it; the channel goes after
                 rdma_destroy_event_channel(ptr::from_ref(&ch.ch).cast_mut());
             }
-        }))
+        })
     })
 }
 symver!(rdma_destroy_id, "RDMACM_1.0");
@@ -297,21 +298,19 @@ fn addr_arg(sa: *const libc::sockaddr, verb: &str) -> Result<Option<SocketAddr>,
 
 #[no_mangle]
 pub extern "C" fn rdma_bind_addr(id: *mut RdmaCmId, addr: *mut libc::sockaddr) -> c_int {
-    guard(-1, || {
-        cm_status((|| {
-            let i = id_of(id)?;
-            let a = addr_arg(addr, "rdma_bind_addr")?.ok_or(libc::EINVAL)?;
-            i.inner.bind_addr(a).map_err(refused("rdma_bind_addr"))?;
-            i.refresh();
-            Ok(())
-        })())
+    cm_call(|| {
+        let i = id_of(id)?;
+        let a = addr_arg(addr, "rdma_bind_addr")?.ok_or(libc::EINVAL)?;
+        i.inner.bind_addr(a).map_err(refused("rdma_bind_addr"))?;
+        i.refresh();
+        Ok(())
     })
 }
 symver!(rdma_bind_addr, "RDMACM_1.0");
 
 #[no_mangle]
 pub extern "C" fn rdma_listen(id: *mut RdmaCmId, backlog: c_int) -> c_int {
-    guard(-1, || cm_status(id_of(id).and_then(|i| i.inner.listen(backlog).map_err(refused("rdma_listen")))))
+    cm_call(|| id_of(id).and_then(|i| i.inner.listen(backlog).map_err(refused("rdma_listen"))))
 }
 symver!(rdma_listen, "RDMACM_1.0");
 
@@ -322,30 +321,28 @@ pub extern "C" fn rdma_resolve_addr(
     dst: *mut libc::sockaddr,
     timeout_ms: c_int,
 ) -> c_int {
-    guard(-1, || {
-        cm_status((|| {
-            let i = id_of(id)?;
-            let src = addr_arg(src, "rdma_resolve_addr")?;
-            // SAFETY: the program passes a socket address of the family it names.
-            let dst = unsafe { socket_addr_of(dst) }.ok_or(libc::EINVAL)?;
-            let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
-            i.inner.resolve_addr(src, dst, timeout).map_err(refused("rdma_resolve_addr"))?;
-            i.refresh();
-            await_if_sync(i, CmEventType::AddrResolved)
-        })())
+    cm_call(|| {
+        let i = id_of(id)?;
+        let src = addr_arg(src, "rdma_resolve_addr")?;
+        // SAFETY: the program passes a socket address of the family it names.
+        let dst = unsafe { socket_addr_of(dst) }.ok_or(libc::EINVAL)?;
+        let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+        i.inner.resolve_addr(src, dst, timeout).map_err(refused("rdma_resolve_addr"))?;
+        i.refresh();
+        await_if_sync(i, CmEventType::AddrResolved)
     })
 }
 symver!(rdma_resolve_addr, "RDMACM_1.0");
 
 #[no_mangle]
 pub extern "C" fn rdma_resolve_route(id: *mut RdmaCmId, timeout_ms: c_int) -> c_int {
-    guard(-1, || {
-        cm_status(id_of(id).and_then(|i| {
+    cm_call(|| {
+        id_of(id).and_then(|i| {
             let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
             i.inner.resolve_route(timeout).map_err(refused("rdma_resolve_route"))?;
             i.refresh();
             await_if_sync(i, CmEventType::RouteResolved)
-        }))
+        })
     })
 }
 symver!(rdma_resolve_route, "RDMACM_1.0");
@@ -434,7 +431,7 @@ impl UroceCmId {
 
 #[no_mangle]
 pub extern "C" fn rdma_create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> c_int {
-    guard(-1, || cm_status(create_qp(id, pd, attr)))
+    cm_call(|| create_qp(id, pd, attr))
 }
 symver!(rdma_create_qp, "RDMACM_1.0");
 
@@ -496,45 +493,41 @@ fn default_conn_param() -> ConnParam {
 
 #[no_mangle]
 pub extern "C" fn rdma_connect(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c_int {
-    guard(-1, || {
-        cm_status((|| {
-            let i = id_of(id)?;
-            // SAFETY: param is NULL or the caller's struct rdma_conn_param.
-            let p = unsafe { param.as_ref() }.map_or_else(default_conn_param, conn_param_of);
-            i.inner.connect(&p).map_err(refused("rdma_connect"))?;
-            i.refresh();
-            await_if_sync(i, CmEventType::Established)
-        })())
+    cm_call(|| {
+        let i = id_of(id)?;
+        // SAFETY: param is NULL or the caller's struct rdma_conn_param.
+        let p = unsafe { param.as_ref() }.map_or_else(default_conn_param, conn_param_of);
+        i.inner.connect(&p).map_err(refused("rdma_connect"))?;
+        i.refresh();
+        await_if_sync(i, CmEventType::Established)
     })
 }
 symver!(rdma_connect, "RDMACM_1.0");
 
 #[no_mangle]
 pub extern "C" fn rdma_accept(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c_int {
-    guard(-1, || {
-        cm_status((|| {
-            let i = id_of(id)?;
-            // SAFETY: param is NULL or the caller's struct rdma_conn_param.
-            let p = unsafe { param.as_ref() }.map(conn_param_of);
-            i.inner.accept(p.as_ref()).map_err(refused("rdma_accept"))?;
-            i.refresh();
-            await_if_sync(i, CmEventType::Established)
-        })())
+    cm_call(|| {
+        let i = id_of(id)?;
+        // SAFETY: param is NULL or the caller's struct rdma_conn_param.
+        let p = unsafe { param.as_ref() }.map(conn_param_of);
+        i.inner.accept(p.as_ref()).map_err(refused("rdma_accept"))?;
+        i.refresh();
+        await_if_sync(i, CmEventType::Established)
     })
 }
 symver!(rdma_accept, "RDMACM_1.0");
 
 #[no_mangle]
 pub extern "C" fn rdma_reject(id: *mut RdmaCmId, private_data: *const c_void, len: u8) -> c_int {
-    guard(-1, || {
-        cm_status(id_of(id).and_then(|i| {
+    cm_call(|| {
+        id_of(id).and_then(|i| {
             let data = match private_data.is_null() {
                 true => &[][..],
                 // SAFETY: private_data points at len bytes (rdma_cma.h).
                 false => unsafe { core::slice::from_raw_parts(private_data.cast::<u8>(), len.into()) },
             };
             i.inner.reject(data).map_err(refused("rdma_reject"))
-        }))
+        })
     })
 }
 symver!(rdma_reject, "RDMACM_1.0");
@@ -542,22 +535,23 @@ symver!(rdma_reject, "RDMACM_1.0");
 /// A call on an ID that may move its QP: the call, then `qp->state` and the
 /// ID's fields brought up to date.
 fn on_id(id: *mut RdmaCmId, call: impl FnOnce(&CmId) -> Result<(), uroce_verbs::Error>, verb: &str) -> c_int {
-    cm_status(id_of(id).and_then(|i| {
+    cm_call(|| {
+        let i = id_of(id)?;
         let r = call(&i.inner).map_err(refused(verb));
         i.refresh();
         r
-    }))
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn rdma_disconnect(id: *mut RdmaCmId) -> c_int {
-    guard(-1, || on_id(id, CmId::disconnect, "rdma_disconnect"))
+    on_id(id, CmId::disconnect, "rdma_disconnect")
 }
 symver!(rdma_disconnect, "RDMACM_1.0");
 
 #[no_mangle]
 pub extern "C" fn rdma_establish(id: *mut RdmaCmId) -> c_int {
-    guard(-1, || on_id(id, CmId::establish, "rdma_establish"))
+    on_id(id, CmId::establish, "rdma_establish")
 }
 symver!(rdma_establish, "RDMACM_1.2");
 
@@ -567,23 +561,21 @@ fn state_of(v: c_int) -> Option<QpState> {
 
 #[no_mangle]
 pub extern "C" fn rdma_init_qp_attr(id: *mut RdmaCmId, attr: *mut IbvQpAttr, mask: *mut c_int) -> c_int {
-    guard(-1, || {
-        cm_status((|| {
-            let i = id_of(id)?;
-            if attr.is_null() || mask.is_null() {
-                return Err(libc::EINVAL);
-            }
-            // SAFETY: attr and mask are the caller's (checked non-NULL).
-            let (a, m) = unsafe { (&mut *attr, &mut *mask) };
-            let state = state_of(a.qp_state).ok_or_else(|| {
-                explain("rdma_init_qp_attr", "qp_state: INIT, RTR or RTS");
-                libc::EINVAL
-            })?;
-            let (e, e_mask) = i.inner.init_qp_attr(state).map_err(refused("rdma_init_qp_attr"))?;
-            fill_c_attr(a, &e);
-            *m = e_mask.0 as c_int;
-            Ok(())
-        })())
+    cm_call(|| {
+        let i = id_of(id)?;
+        if attr.is_null() || mask.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: attr and mask are the caller's (checked non-NULL).
+        let (a, m) = unsafe { (&mut *attr, &mut *mask) };
+        let state = state_of(a.qp_state).ok_or_else(|| {
+            explain("rdma_init_qp_attr", "qp_state: INIT, RTR or RTS");
+            libc::EINVAL
+        })?;
+        let (e, e_mask) = i.inner.init_qp_attr(state).map_err(refused("rdma_init_qp_attr"))?;
+        fill_c_attr(a, &e);
+        *m = e_mask.0 as c_int;
+        Ok(())
     })
 }
 symver!(rdma_init_qp_attr, "RDMACM_1.2");

@@ -3,7 +3,7 @@
 //! `rdma_set_option` (the type of service; others answer ENOSYS).
 
 use super::abi::{IBV_QPT_RC, IBV_QPT_UD};
-use super::cm::{cm_status, id_of};
+use super::cm::{cm_call, id_of};
 use super::cm_abi::RDMA_PS_TCP;
 use super::{guard, set_errno, symver};
 use crate::explain::explain;
@@ -38,7 +38,7 @@ const _: () = {
 };
 
 /// `RAI_*` flags.
-const RAI_PASSIVE: c_int = 1;
+pub const RAI_PASSIVE: c_int = 1;
 const RAI_NUMERICHOST: c_int = 2;
 /// `enum rdma_port_space`: RDMA_PS_UDP.
 const RDMA_PS_UDP: c_int = 0x0111;
@@ -222,8 +222,8 @@ pub extern "C" fn rdma_set_option(
     optval: *mut c_void,
     optlen: usize,
 ) -> c_int {
-    guard(-1, || {
-        cm_status(id_of(id).and_then(|i| {
+    cm_call(|| {
+        id_of(id).and_then(|i| {
             if (level, optname) != (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) {
                 explain(
                     "rdma_set_option",
@@ -237,7 +237,7 @@ pub extern "C" fn rdma_set_option(
             // SAFETY: optval points at optlen (1) readable bytes.
             i.inner.set_tos(unsafe { *optval.cast::<u8>() });
             Ok(())
-        }))
+        })
     })
 }
 symver!(rdma_set_option, "RDMACM_1.0");

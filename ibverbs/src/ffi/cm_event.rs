@@ -5,7 +5,7 @@
 //! request; `rdma_ack_cm_event` frees it (its private data with it).
 
 use super::channel::read_record;
-use super::cm::{cm_status, UroceCmId, UroceEventChannel, CM_IDS, EVENT_CHANNELS};
+use super::cm::{cm_call, UroceCmId, UroceEventChannel, CM_IDS, EVENT_CHANNELS};
 use super::cm_abi::*;
 use super::handles::Live;
 use super::{guard, set_errno, symver};
@@ -108,6 +108,6 @@ symver!(rdma_get_cm_event, "RDMACM_1.0");
 
 #[no_mangle]
 pub extern "C" fn rdma_ack_cm_event(event: *mut RdmaCmEvent) -> c_int {
-    guard(-1, || cm_status(CM_EVENTS.release(event.cast::<UroceCmEvent>(), |_| Ok(())).map(drop)))
+    cm_call(|| CM_EVENTS.release(event.cast::<UroceCmEvent>(), |_| Ok(())).map(drop))
 }
 symver!(rdma_ack_cm_event, "RDMACM_1.0");

@@ -7,9 +7,9 @@
 //! from the endpoint's template), and `rdma_migrate_id`.
 
 use super::abi::*;
-use super::cm::{cm_status, create_qp, id_of, private_channel, UroceCmId, UroceEventChannel, EVENT_CHANNELS};
+use super::cm::{cm_call, create_qp, id_of, new_channel, UroceCmId, UroceEventChannel, EVENT_CHANNELS};
 use super::cm_abi::*;
-use super::cm_addrinfo::RdmaAddrinfo;
+use super::cm_addrinfo::{RdmaAddrinfo, RAI_PASSIVE};
 use super::cm_event::{rdma_ack_cm_event, rdma_get_cm_event};
 use super::{guard, symver};
 use crate::explain::explain;
@@ -20,9 +20,7 @@ use uroce_verbs::rdma_cm::CmEventType;
 /// The next event on `channel`, taken and acked: its type, status and ID.
 fn next_event(channel: &'static UroceEventChannel) -> Result<(c_int, c_int, *mut RdmaCmId), c_int> {
     let mut ev: *mut RdmaCmEvent = ptr::null_mut();
-    if rdma_get_cm_event(ptr::from_ref(channel).cast_mut().cast(), &mut ev) != 0 {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
-    }
+    cm_ok(rdma_get_cm_event(ptr::from_ref(channel).cast_mut().cast(), &mut ev))?;
     // SAFETY: rdma_get_cm_event returned this live event.
     let (kind, status, id) = unsafe { ((*ev).event, (*ev).status, (*ev).id) };
     rdma_ack_cm_event(ev);
@@ -56,33 +54,8 @@ fn create_ep(
         return Err(libc::EINVAL);
     }
     let mut id: *mut RdmaCmId = ptr::null_mut();
-    if super::cm::rdma_create_id(ptr::null_mut(), &mut id, ptr::null_mut(), r.ai_port_space) != 0 {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
-    }
-    let made = (|| {
-        let i = id_of(id)?;
-        if r.ai_flags & 1 != 0 {
-            // RAI_PASSIVE: bind; connections from rdma_get_request get the QP template.
-            cm_ok(super::cm::rdma_bind_addr(id, r.ai_src_addr))?;
-            // SAFETY: attr is NULL or the caller's struct ibv_qp_init_attr.
-            if let Some(a) = unsafe { attr.as_ref() } {
-                let template = IbvQpInitAttr { qp_type: qp_type_of(r), ..*a };
-                *i.ep.lock().unwrap_or_else(|p| p.into_inner()) = Some((pd, template));
-            }
-            return Ok(());
-        }
-        cm_ok(super::cm::rdma_resolve_addr(id, r.ai_src_addr, r.ai_dst_addr, 2000))?;
-        cm_ok(super::cm::rdma_resolve_route(id, 2000))?;
-        // SAFETY: attr is NULL or the caller's struct ibv_qp_init_attr.
-        match unsafe { attr.as_mut() } {
-            None => Ok(()),
-            Some(a) => {
-                // As librdmacm: the QP's type is the address's.
-                a.qp_type = qp_type_of(r);
-                create_qp(id, pd, a)
-            }
-        }
-    })();
+    cm_ok(super::cm::rdma_create_id(ptr::null_mut(), &mut id, ptr::null_mut(), r.ai_port_space))?;
+    let made = set_up_ep(id, r, pd, attr);
     match made {
         Ok(()) => {
             // SAFETY: out is the caller's out-pointer (checked non-NULL).
@@ -92,6 +65,32 @@ fn create_ep(
         Err(e) => {
             super::cm::rdma_destroy_id(id);
             Err(e)
+        }
+    }
+}
+
+/// A passive endpoint binds and keeps the QP template for the connections
+/// `rdma_get_request` hands out; an active one resolves and makes its QP.
+fn set_up_ep(id: *mut RdmaCmId, r: &RdmaAddrinfo, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<(), c_int> {
+    let i = id_of(id)?;
+    if r.ai_flags & RAI_PASSIVE != 0 {
+        cm_ok(super::cm::rdma_bind_addr(id, r.ai_src_addr))?;
+        // SAFETY: attr is NULL or the caller's struct ibv_qp_init_attr.
+        if let Some(a) = unsafe { attr.as_ref() } {
+            let template = IbvQpInitAttr { qp_type: qp_type_of(r), ..*a };
+            *i.ep.lock().unwrap_or_else(|p| p.into_inner()) = Some((pd, template));
+        }
+        return Ok(());
+    }
+    cm_ok(super::cm::rdma_resolve_addr(id, r.ai_src_addr, r.ai_dst_addr, 2000))?;
+    cm_ok(super::cm::rdma_resolve_route(id, 2000))?;
+    // SAFETY: attr is NULL or the caller's struct ibv_qp_init_attr.
+    match unsafe { attr.as_mut() } {
+        None => Ok(()),
+        Some(a) => {
+            // As librdmacm: the QP's type is the address's.
+            a.qp_type = qp_type_of(r);
+            create_qp(id, pd, a)
         }
     }
 }
@@ -120,7 +119,7 @@ pub extern "C" fn rdma_create_ep(
     pd: *mut IbvPd,
     attr: *mut IbvQpInitAttr,
 ) -> c_int {
-    guard(-1, || cm_status(create_ep(id, res, pd, attr)))
+    cm_call(|| create_ep(id, res, pd, attr))
 }
 symver!(rdma_create_ep, "RDMACM_1.0");
 
@@ -153,7 +152,7 @@ fn get_request(listen: *mut RdmaCmId, out: *mut *mut RdmaCmId) -> Result<(), c_i
     };
     let c = id_of(conn)?;
     // The connection is synchronous too, on a channel of its own.
-    c.migrate(private_channel()?);
+    c.migrate(new_channel()?);
     c.make_sync();
     let template = *l.ep.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((pd, mut attr)) = template {
@@ -170,16 +169,16 @@ fn get_request(listen: *mut RdmaCmId, out: *mut *mut RdmaCmId) -> Result<(), c_i
 
 #[no_mangle]
 pub extern "C" fn rdma_get_request(listen: *mut RdmaCmId, id: *mut *mut RdmaCmId) -> c_int {
-    guard(-1, || cm_status(get_request(listen, id)))
+    cm_call(|| get_request(listen, id))
 }
 symver!(rdma_get_request, "RDMACM_1.0");
 
 #[no_mangle]
 pub extern "C" fn rdma_migrate_id(id: *mut RdmaCmId, channel: *mut RdmaEventChannel) -> c_int {
-    guard(-1, || {
-        cm_status(id_of(id).and_then(|i| {
+    cm_call(|| {
+        id_of(id).and_then(|i| {
             let to = match channel.is_null() {
-                true => private_channel()?,
+                true => new_channel()?,
                 false => EVENT_CHANNELS.get(channel.cast::<UroceEventChannel>()).ok_or(libc::EINVAL)?,
             };
             i.migrate(to);
@@ -187,7 +186,7 @@ pub extern "C" fn rdma_migrate_id(id: *mut RdmaCmId, channel: *mut RdmaEventChan
                 i.make_sync();
             }
             Ok(())
-        }))
+        })
     })
 }
 symver!(rdma_migrate_id, "RDMACM_1.0");

@@ -168,12 +168,7 @@ pub fn open_devices_for_cm() {
 
 /// Whether `ip` is the address of a configured device (rdma_cm may bind it).
 pub fn is_device_ip(ip: std::net::IpAddr) -> bool {
-    let open = |c: &UroceContext| {
-        let info = c.ctx.link_info();
-        info.ipv4.is_some_and(|v4| std::net::IpAddr::V4(v4) == ip || v4.to_ipv6_mapped() == ip)
-            || info.ipv6.iter().any(|v6| std::net::IpAddr::V6(*v6) == ip)
-    };
-    CONTEXTS.find(open).is_some()
+    CONTEXTS.find(|c: &UroceContext| c.ctx.has_ip(ip)).is_some()
 }
 
 /// How the drop-in's contexts move packets: a background thread per device,

@@ -73,6 +73,17 @@ const SERVED_ACCESS: u32 = AccessFlags::LOCAL_WRITE.0
     | AccessFlags::REMOTE_ATOMIC.0
     | AccessFlags::RELAXED_ORDERING.0;
 
+/// EOPNOTSUPP (said) for access flags uroce has no MRs for.
+fn served(access: c_uint, verb: &str) -> Result<(), c_int> {
+    match access & !SERVED_ACCESS {
+        0 => Ok(()),
+        other => {
+            explain(verb, &format!("access flags {other:#x}: uroce has no such MRs"));
+            Err(libc::EOPNOTSUPP)
+        }
+    }
+}
+
 /// Whether every page of `addr..addr + len` is mapped (`mincore` fails with
 /// ENOMEM otherwise): the kernel refuses such a registration with EFAULT,
 /// and uroce would otherwise fault later, in its progress thread.
@@ -90,10 +101,7 @@ fn is_mapped(addr: usize, len: usize) -> bool {
 
 /// Registers `length` bytes at `addr` on `p`, as peers name them at `iova`.
 fn register(p: &UrocePd, addr: *mut c_void, length: usize, iova: u64, access: c_uint) -> Result<Mr, c_int> {
-    if access & !SERVED_ACCESS != 0 {
-        explain("ibv_reg_mr", &format!("access flags {:#x}: uroce has no such MRs", access & !SERVED_ACCESS));
-        return Err(libc::EOPNOTSUPP);
-    }
+    served(access, "ibv_reg_mr")?;
     let Some(start) = NonNull::new(addr.cast::<u8>()).filter(|_| length > 0) else {
         explain("ibv_reg_mr", "a NULL address or a length of 0");
         return Err(libc::EINVAL);
@@ -213,10 +221,7 @@ fn rereg_mr(mr: *mut IbvMr, flags: c_int, pd: *mut IbvPd, access: c_int) -> Resu
         _ => PDS.get(pd.cast::<UrocePd>()).ok_or(input(libc::EINVAL))?,
     };
     let new_access = if flags & IBV_REREG_MR_CHANGE_ACCESS != 0 { access as c_uint } else { reg.access };
-    if new_access & !SERVED_ACCESS != 0 {
-        explain("ibv_rereg_mr", &format!("access flags {:#x}: uroce has no such MRs", new_access & !SERVED_ACCESS));
-        return Err((IBV_REREG_MR_ERR_CMD, libc::EOPNOTSUPP));
-    }
+    served(new_access, "ibv_rereg_mr").map_err(|e| (IBV_REREG_MR_ERR_CMD, e))?;
     let inner = reg
         .inner
         .rereg(&new_pd.inner, AccessFlags(new_access))

@@ -326,12 +326,18 @@ pub fn sync_state(qp: *mut IbvQp) {
 
 /// The scatter/gather list of a C work request.
 pub fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<Sge>, c_int> {
-    if n < 0 || (n > 0 && list.is_null()) {
-        return Err(libc::EINVAL);
+    Ok(sge_slice(list, n)?.iter().map(|s| Sge { addr: s.addr, length: s.length, lkey: s.lkey }).collect())
+}
+
+/// The caller's array of `n` SGEs (EINVAL for a negative count, or NULL with some).
+fn sge_slice<'a>(list: *const IbvSge, n: c_int) -> Result<&'a [IbvSge], c_int> {
+    match n {
+        0 => Ok(&[]),
+        _ if n < 0 || list.is_null() => Err(libc::EINVAL),
+        // SAFETY: the caller's array of n ibv_sge (checked non-NULL), which it
+        // holds for the call.
+        _ => Ok(unsafe { core::slice::from_raw_parts(list, n as usize) }),
     }
-    // SAFETY: the caller's array of n ibv_sge (checked non-NULL when n > 0).
-    let c = if n == 0 { &[][..] } else { unsafe { core::slice::from_raw_parts(list, n as usize) } };
-    Ok(c.iter().map(|s| Sge { addr: s.addr, length: s.length, lkey: s.lkey }).collect())
 }
 
 /// The data of an inline send, read from the program's memory at post time
@@ -339,11 +345,7 @@ pub fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<Sge>, c_int> {
 /// More than `max` bytes (the QP's `max_inline_data`) are refused with
 /// EINVAL before any is read, as rxe refuses them.
 pub fn inline_data(list: *const IbvSge, n: c_int, max: u32) -> Result<Vec<u8>, c_int> {
-    if n < 0 || (n > 0 && list.is_null()) {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: the caller's array of n ibv_sge (checked non-NULL when n > 0).
-    let c = if n == 0 { &[][..] } else { unsafe { core::slice::from_raw_parts(list, n as usize) } };
+    let c = sge_slice(list, n)?;
     let total: u64 = c.iter().map(|s| u64::from(s.length)).sum();
     if total > u64::from(max) {
         explain("ibv_post_send", &format!("{total} bytes inline, past the QP's max_inline_data of {max}"));

@@ -259,6 +259,16 @@ pub struct Engine {
     sched: sched::TxSchedule,
 }
 
+/// What a region may be registered with: remote writes and atomics change
+/// its bytes, so they need LOCAL_WRITE too (IBTA, as rxe checks).
+fn check_access(access: AccessFlags) -> Result<(), Error> {
+    let remote_changes = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
+    match !(access & remote_changes).is_empty() && !access.contains(AccessFlags::LOCAL_WRITE) {
+        true => Err(Error::InvalidAccess(access)),
+        false => Ok(()),
+    }
+}
+
 impl Engine {
     pub fn new(config: EngineConfig) -> Engine {
         Engine {
@@ -314,10 +324,7 @@ impl Engine {
         if !self.pds.contains(&pd) {
             return Err(Error::NoSuchPd(pd));
         }
-        let remote_changes = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
-        if !(access & remote_changes).is_empty() && !access.contains(AccessFlags::LOCAL_WRITE) {
-            return Err(Error::InvalidAccess(access));
-        }
+        check_access(access)?;
         // rxe's shape: an index in the upper 24 bits, a random 8-bit key below.
         let key = loop {
             let k = self.rng.gen::<u32>() | 0x100;
@@ -335,10 +342,7 @@ impl Engine {
         if !self.pds.contains(&pd) {
             return Err(Error::NoSuchPd(pd));
         }
-        let remote_changes = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
-        if !(access & remote_changes).is_empty() && !access.contains(AccessFlags::LOCAL_WRITE) {
-            return Err(Error::InvalidAccess(access));
-        }
+        check_access(access)?;
         match self.sh.mrs.modify(lkey, pd, access) {
             true => Ok(()),
             false => Err(Error::NoSuchMr(lkey)),
@@ -496,19 +500,23 @@ impl Engine {
     /// `ibv_post_send`. Errors are the ones `ibv_post_send` returns; a WR that
     /// fails later (a bad lkey, a remote error) fails in its completion.
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), Error> {
-        self.post_send_with(qpn, wr, None)
+        self.post_send_inline(qpn, wr, None)
     }
 
-    /// `ibv_post_send` of an inline WR (`SendFlags::INLINE`) whose data the
-    /// caller gathered from its own memory at post time: `data` is sent and
-    /// the SGEs, which need name no region, only give its length (their sum
-    /// must be `data.len()`), as an RNIC ignores an inline SGE's lkey.
-    pub fn post_send_inline(&mut self, qpn: u32, wr: SendWr, data: Vec<u8>) -> Result<(), Error> {
-        self.post_send_with(qpn, wr, Some(data))
+    /// `ibv_post_send` with the data of an inline WR (`SendFlags::INLINE`)
+    /// that the caller gathered from its own memory at post time: that data
+    /// is sent and the SGEs, which need name no region, only give its length
+    /// (their sum must be its length), as an RNIC ignores an inline SGE's
+    /// lkey. `None`: as [`Engine::post_send`].
+    pub fn post_send_inline(&mut self, qpn: u32, wr: SendWr, inline: Option<Vec<u8>>) -> Result<(), Error> {
+        let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
+        let r = requester::post(qp, &mut self.sh, wr, inline);
+        self.settle(qpn);
+        r
     }
 
     /// `ibv_wr_complete`: posts a batch of WRs (each with the data of an
-    /// inline one, as [`Engine::post_send_inline`]) all or none: if one is
+    /// inline one, as in [`Engine::post_send_inline`]) all or none: if one is
     /// refused, those before it are taken back and its error returned. (On a
     /// QP in the error state each WR is flushed as it is posted, as rxe
     /// does, so a refusal there leaves the earlier ones flushed.)
@@ -524,13 +532,6 @@ impl Engine {
                 break;
             }
         }
-        self.settle(qpn);
-        r
-    }
-
-    fn post_send_with(&mut self, qpn: u32, wr: SendWr, inline: Option<Vec<u8>>) -> Result<(), Error> {
-        let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
-        let r = requester::post(qp, &mut self.sh, wr, inline);
         self.settle(qpn);
         r
     }

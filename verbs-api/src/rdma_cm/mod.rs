@@ -83,4 +83,4 @@ pub use uroce_transport::cm::{PortSpace, RejReason};
 
 pub(crate) use dispatch::on_event;
 pub(crate) use qp1::Qp1;
-pub(crate) use registry::note_context;
+pub(crate) use registry::{has_ip, note_context};
