@@ -32,7 +32,7 @@ pub struct CommonArgs {
     /// Delay every packet by this many microseconds
     #[arg(long, value_name = "US", default_value_t = 0)]
     pub delay: u64,
-    /// Seed of the impairments (and of QP numbers and PSNs)
+    /// Seed of the impairments, QP numbers, PSNs and keys, so that a run repeats (insecure: keys become predictable; default: random from the OS)
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Print the engine's and the link's counters at the end
@@ -127,14 +127,19 @@ impl CommonArgs {
         self.write_stats(label, ctx, &mut std::io::stdout());
     }
 
-    /// Writes the counters (`--stats`) of one context to `out`: the engine's,
-    /// with the kernel rxe's names, then the link's.
+    /// Writes the counters (`--stats`) of one context to `out`: the engine's
+    /// (the kernel rxe's names, then uroce's drops and refusals), the CM's,
+    /// then the link's.
     pub fn write_stats(&self, label: &str, ctx: &Context, out: &mut dyn std::io::Write) {
         if !self.stats {
             return;
         }
         let _ = writeln!(out, "--- counters{label} ---");
         for (name, value) in ctx.counters().iter() {
+            let _ = writeln!(out, "{name:<28} {value}");
+        }
+        let cm = ctx.cm_stats();
+        for (name, value) in [("cm_rcvd_bad_src", cm.rcvd_bad_src), ("cm_req_refused", cm.req_refused)] {
             let _ = writeln!(out, "{name:<28} {value}");
         }
         let s = ctx.link_stats();

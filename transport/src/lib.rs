@@ -19,6 +19,8 @@ mod psn;
 pub mod wire;
 
 pub use psn::Psn;
+mod seed;
+pub use seed::Seed;
 pub mod engine;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -10,6 +10,7 @@ use uroce_transport::cm::mad::{Mad, MadHeaderRepr, MAD_LEN};
 use uroce_transport::cm::msg::{attr, CmMessage, PathRepr, TRANSPORT_RC};
 use uroce_transport::cm::{GSI_QKEY, GSI_QPN};
 use uroce_transport::engine::Gid;
+use uroce_transport::Seed;
 
 const CAPTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/captures/rdma_cm_rping.pcap");
 
@@ -154,7 +155,8 @@ mod qp1 {
     use uroce_transport::engine::*;
 
     fn gsi_engine(gid: Gid) -> (Engine, u32, Pd, CqHandle) {
-        let mut e = Engine::new(EngineConfig { seed: 7, port_mtu: Mtu::Mtu1024, gid, ..Default::default() });
+        let mut e =
+            Engine::new(EngineConfig { seed: Seed::Fixed(7), port_mtu: Mtu::Mtu1024, gid, ..Default::default() });
         let pd = e.alloc_pd();
         let cq = e.create_cq(16);
         let init = QpInitAttr {

@@ -7,6 +7,7 @@ use uroce_transport::cm::msg::{attr, PathRepr};
 use uroce_transport::cm::timing::*;
 use uroce_transport::cm::*;
 use uroce_transport::engine::{Gid, Instant};
+use uroce_transport::Seed;
 
 const SERVICE: u64 = 0x0106_1c06;
 
@@ -27,7 +28,12 @@ fn gb() -> Gid {
 
 impl Wire {
     fn new() -> Wire {
-        let cfg = |guid, seed| CmConfig { ca_guid: guid, ack_delay: RXE_LOCAL_CA_ACK_DELAY, seed };
+        let cfg = |guid, seed| CmConfig {
+            ca_guid: guid,
+            ack_delay: RXE_LOCAL_CA_ACK_DELAY,
+            seed: Seed::Fixed(seed),
+            max_conns_per_peer: MAX_CONNS_PER_PEER,
+        };
         let mut b = Cm::new(cfg(0xb, 2));
         b.listen(SERVICE).unwrap();
         Wire { a: Cm::new(cfg(0xa, 1)), b, now: Instant::from_nanos(1_000_000_000), log: Vec::new() }
@@ -405,4 +411,134 @@ fn hostile_mads_never_panic_nor_break_a_connection() {
     w.a.send_dreq(w.now, a, &[]).unwrap();
     w.deliver();
     assert_eq!(w.events_b(), [CmEvent::DreqReceived { id: b }]);
+}
+
+/// A host that is neither end of the connection.
+fn gx() -> Gid {
+    Gid::from_ipv4([127, 0, 30, 66])
+}
+
+/// SECURITY-NOTES test 9: the very DREQ, REJ, DREP and REQ an end would
+/// send, but from a third port, end nothing: only the peer's port may tear
+/// a connection down. Each is dropped and counted; the real one then works.
+#[test]
+fn teardown_messages_from_a_third_port_are_ignored() {
+    let mut w = Wire::new();
+    let (a, b) = w.establish();
+    // A DREQ with the right comm IDs, from elsewhere.
+    w.a.send_dreq(w.now, a, &[]).unwrap();
+    let dreq = w.a.poll_transmit().unwrap();
+    w.b.handle_mad(w.now, gx(), &dreq.mad);
+    assert_eq!((w.b.state(b), w.b.stats().rcvd_bad_src), (Some(State::Established), 1));
+    assert!(w.events_b().is_empty() && w.b.poll_transmit().is_none(), "b answered the forger");
+    // A DREP for a's DREQ, from elsewhere, leaves a waiting for b's.
+    w.b.handle_mad(w.now, ga(), &dreq.mad);
+    assert_eq!(w.events_b(), [CmEvent::DreqReceived { id: b }]);
+    w.b.send_drep(w.now, b, &[]).unwrap();
+    let drep = w.b.poll_transmit().unwrap();
+    w.a.handle_mad(w.now, gx(), &drep.mad);
+    assert_eq!((w.a.state(a), w.a.stats().rcvd_bad_src), (Some(State::DreqSent), 1));
+    w.a.handle_mad(w.now, gb(), &drep.mad);
+    assert_eq!(w.events_a(), [CmEvent::DrepReceived { id: a }]);
+
+    // A REJ of a pending connection, from elsewhere.
+    let mut w = Wire::new();
+    let a = w.connect(b"");
+    w.deliver();
+    let ev = w.events_b();
+    let [CmEvent::ReqReceived { id: b, .. }] = &ev[..] else { panic!("{ev:?}") };
+    w.b.reject(w.now, *b, RejReason::CONSUMER_DEFINED, &[], &[]).unwrap();
+    let rej = w.b.poll_transmit().unwrap();
+    w.a.handle_mad(w.now, gx(), &rej.mad);
+    assert_eq!((w.a.state(a), w.a.stats().rcvd_bad_src), (Some(State::ReqSent), 1));
+    w.a.handle_mad(w.now, gb(), &rej.mad);
+    assert!(matches!(&w.events_a()[..], [CmEvent::RejReceived { id, .. }] if *id == a));
+}
+
+/// A REQ from another port that names an established connection's QP and
+/// CA GUID is a new request, not a sign that the old connection is stale:
+/// the old one is not disconnected.
+#[test]
+fn a_req_from_a_third_port_does_not_make_a_connection_stale() {
+    let mut w = Wire::new();
+    let (_, b) = w.establish();
+    let _ = w.a.connect(w.now, &params(b"")).unwrap();
+    let req = w.a.poll_transmit().unwrap();
+    w.b.handle_mad(w.now, gx(), &req.mad);
+    assert_eq!(w.b.state(b), Some(State::Established));
+    let ev = w.events_b();
+    assert!(matches!(&ev[..], [CmEvent::ReqReceived { src_gid, .. }] if *src_gid == gx()), "{ev:?}");
+    assert!(std::iter::from_fn(|| w.b.poll_transmit()).all(|o| o.dgid != ga()), "b disconnected a");
+}
+
+/// SECURITY-NOTES test 9, the IDs: from a secret seed, 10^5 comm IDs with
+/// every bit balanced and no repeated step; the same fixed seed repeats them.
+#[test]
+fn comm_ids_from_a_secret_seed_are_patternless() {
+    let ids = |seed: Seed, n: usize| {
+        let mut cm = Cm::new(CmConfig {
+            ca_guid: 1,
+            ack_delay: RXE_LOCAL_CA_ACK_DELAY,
+            seed,
+            max_conns_per_peer: MAX_CONNS_PER_PEER,
+        });
+        let now = Instant::from_nanos(1);
+        let v: Vec<u32> = (0..n).map(|_| cm.connect(now, &params(b"")).unwrap()).collect();
+        v
+    };
+    let mut engine = uroce_transport::engine::Engine::new(uroce_transport::engine::EngineConfig {
+        seed: Seed::Secret([7; 32]),
+        ..Default::default()
+    });
+    let derived = engine.derive_seed();
+    assert_eq!(format!("{derived:?}"), "Seed::Secret(..)", "a secret engine gives its CM a secret seed");
+    let v = ids(derived, 100_000);
+    for bit in 0..32 {
+        let share = v.iter().filter(|x| *x >> bit & 1 == 1).count() as f64 / v.len() as f64;
+        assert!((share - 0.5).abs() < 0.01, "bit {bit} set in {share:.4} of the IDs");
+    }
+    let mut steps = std::collections::HashMap::<u32, usize>::new();
+    for p in v.windows(2) {
+        *steps.entry(p[1].wrapping_sub(p[0])).or_default() += 1;
+    }
+    assert!(*steps.values().max().unwrap() < 100, "a step between comm IDs repeats");
+    assert_eq!(ids(Seed::Fixed(5), 10), ids(Seed::Fixed(5), 10));
+    assert_ne!(ids(Seed::Secret([1; 32]), 10), ids(Seed::Secret([2; 32]), 10));
+}
+
+/// A listener takes at most `max_conns_per_peer` connections from one port:
+/// the next REQ from it is rejected (no resources) and counted, while
+/// another port still connects.
+#[test]
+fn a_listener_caps_the_connections_of_one_peer() {
+    let mut w = Wire::new();
+    w.b = Cm::new(CmConfig { max_conns_per_peer: 3, ..*w.b.config() });
+    w.b.listen(SERVICE).unwrap();
+    // Each from another QP (one QP connecting twice would be a stale connection).
+    let from_qp = |w: &mut Wire, qpn: u32| {
+        let id = w.a.connect(w.now, &ConnectParams { local_qpn: qpn, ..params(b"") }).unwrap();
+        w.deliver();
+        id
+    };
+    for qpn in 0..3 {
+        from_qp(&mut w, 0x100 + qpn);
+        let ev = w.events_b();
+        let [CmEvent::ReqReceived { id, .. }] = &ev[..] else { panic!("{ev:?}") };
+        w.b.accept(w.now, *id, &AcceptParams { local_qpn: 0x200 + qpn, ..Default::default() }).unwrap();
+        w.deliver();
+    }
+    let _ = w.events_a();
+    let a = from_qp(&mut w, 0x300);
+    assert!(w.events_b().is_empty());
+    assert_eq!(w.b.stats().req_refused, 1);
+    let ev = w.events_a();
+    assert!(
+        matches!(&ev[..], [.., CmEvent::RejReceived { id, rej }] if *id == a && rej.reason == RejReason::NO_RESOURCES),
+        "{ev:?}"
+    );
+    // Another port is not affected.
+    let _ = w.a.connect(w.now, &params(b"")).unwrap();
+    let req = w.a.poll_transmit().unwrap();
+    w.b.handle_mad(w.now, gx(), &req.mad);
+    assert!(matches!(&w.events_b()[..], [CmEvent::ReqReceived { .. }]));
 }

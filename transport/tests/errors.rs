@@ -460,24 +460,6 @@ fn rnr_on_a_multi_packet_send_spends_rnr_retries_not_transport_retries() {
 }
 
 #[test]
-fn send_with_invalidate_takes_the_key_away() {
-    let mut p = pair();
-    post_recv(&mut p, 1, 4096);
-    let victim = p.reg_mr(1, 0x20_0000, vec![4; 64], REGION_ACCESS);
-    post(&mut p, 1, WrOp::SendWithInv { invalidate_rkey: victim }, 10);
-    let wcs = run_for_sends(&mut p, 1);
-    assert_eq!(wcs[0].status, WcStatus::Success);
-    let r = poll_all(&mut p.sim.engines[1], p.b.recv_cq);
-    assert_eq!((r[0].status, r[0].imm_data), (WcStatus::Success, victim));
-    assert!(r[0].wc_flags.contains(uroce_transport::engine::WcFlags::WITH_INV));
-    // The invalidated rkey no longer opens the region.
-    post(&mut p, 2, WrOp::RdmaWrite { remote_addr: 0x20_0000, rkey: victim }, 8);
-    let wcs = run_for_sends(&mut p, 1);
-    assert_eq!(wcs[0].status, WcStatus::RemAccessErr);
-    assert_eq!(mr_contents(&p.sim.engines[1], victim), vec![4; 64]);
-}
-
-#[test]
 fn send_with_invalidate_of_an_unknown_key_is_remote_invalid_request() {
     for foreign_pd in [false, true] {
         let mut p = pair();

@@ -14,7 +14,7 @@ use uroce_transport::wire::{
     AethRepr, AethSyndrome, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, ExtHeaders, FethRepr, IethRepr,
     ImmDtRepr, Opcode, RethRepr, RoceRepr,
 };
-use uroce_transport::Psn;
+use uroce_transport::{Psn, Seed};
 
 const GUARD: usize = 64;
 const GUARD_BYTE: u8 = 0xa5;
@@ -259,7 +259,8 @@ fn post_random_wr(rng: &mut ChaCha8Rng, e: &mut Engine, t: &Target, open: &Regio
 
 fn run(seed: u64, packets: usize) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut e = Engine::new(EngineConfig { seed, ..Default::default() });
+    let mut e =
+        Engine::new(EngineConfig { seed: Seed::Fixed(seed), gid: Gid::from_ipv4([10, 0, 0, 1]), ..Default::default() });
     let pd = e.alloc_pd();
     let all = AccessFlags::LOCAL_WRITE
         | AccessFlags::REMOTE_WRITE

@@ -12,7 +12,7 @@ use uroce_transport::engine::{
 use uroce_transport::sim::probe::{drain_packets, parse, poll_all, read_mr, record};
 use uroce_transport::sim::{create_endpoint, LinkConfig, Pair, QpOptions, REGION_ACCESS};
 use uroce_transport::wire::{BthRepr, DethRepr, Opcode, RoceRepr};
-use uroce_transport::Psn;
+use uroce_transport::{Psn, Seed};
 
 /// Node 0's source region at 0x1000 holds `src_bytes(0, REGION)`, node 1's
 /// destination region at 0x8000 zeros.
@@ -213,10 +213,12 @@ fn max_dest_rd_atomic_resources_are_recycled_oldest_first() {
     }
     let reqs = drain_packets(&mut p.sim.engines[0]);
     assert_eq!(reqs.len(), 3);
+    // Each answered before the next comes (three at once would break the
+    // responder's limit of 2: tests/security.rs).
     for r in &reqs {
         p.sim.inject(1, r);
+        assert_eq!(drain_packets(&mut p.sim.engines[1]).len(), 1);
     }
-    assert_eq!(drain_packets(&mut p.sim.engines[1]).len(), 3);
     // The oldest READ's resource was recycled: its duplicate goes unanswered
     // (rxe's class D drop); the newer two are replayed.
     let replies: Vec<usize> = reqs
@@ -473,7 +475,7 @@ fn counters_count_what_rxe_counts() {
     assert_eq!(c0.get(Counter::RcvdSeqErr), 1, "its NAK acknowledged the FIRST of message 1");
     assert_eq!(c0.get(Counter::CompleterRetryErr), 1, "one go-back-N");
     assert!(c1.get(Counter::DuplicateRequest) == 0 && c0.get(Counter::RetryExceededErr) == 0);
-    let names: Vec<&str> = c0.iter().map(|(n, _)| n).collect();
+    let names: Vec<&str> = c0.iter().map(|(n, _)| n).take(Counter::RXE_COUNT).collect();
     assert_eq!(
         names,
         [
@@ -500,7 +502,11 @@ fn counters_count_what_rxe_counts() {
 #[test]
 fn qp_numbers_psns_and_keys_come_from_the_seed() {
     let draw = |seed: u64| {
-        let mut e = Engine::new(EngineConfig { seed, gid: Gid::from_ipv4([10, 0, 0, 1]), ..Default::default() });
+        let mut e = Engine::new(EngineConfig {
+            seed: Seed::Fixed(seed),
+            gid: Gid::from_ipv4([10, 0, 0, 1]),
+            ..Default::default()
+        });
         let o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
         let ep = create_endpoint(&mut e, &o, None, None);
         let key = e.reg_mr(ep.pd, 0, Box::new(vec![0u8; 8]), REGION_ACCESS).unwrap().lkey;

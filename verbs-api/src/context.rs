@@ -32,7 +32,10 @@ pub enum Progress {
 pub struct OpenOptions {
     /// How the context moves packets.
     pub progress: Progress,
-    /// Seeds QP numbers, keys and initial PSNs; `None` takes one from the clock.
+    /// Seeds QP numbers, keys, initial PSNs and comm IDs, so that a run
+    /// repeats exactly. Insecure: a peer that knows or guesses it can
+    /// predict every key. `None` (the default) seeds them from the operating
+    /// system's CSPRNG.
     pub seed: Option<u64>,
     /// Write every frame the link sends and receives to this pcap file.
     pub pcap: Option<std::path::PathBuf>,
@@ -161,6 +164,13 @@ impl Context {
     /// The engine's counters, with the kernel rxe's names.
     pub fn counters(&self) -> Counters {
         self.driver().lock().engine.counters().clone()
+    }
+
+    /// What rdma_cm's connection manager refused: messages about a
+    /// connection from another port than its peer's, REQs beyond the cap
+    /// per peer. All zero before rdma_cm is first used on the device.
+    pub fn cm_stats(&self) -> uroce_transport::cm::CmStats {
+        self.driver().lock().qp1.as_ref().map(|q| q.cm.stats()).unwrap_or_default()
     }
 
     /// The next asynchronous event, if one is waiting (`ibv_get_async_event`

@@ -111,6 +111,11 @@ fn write_port_attr(ctx: *mut IbvContext, port: u8, attr: *mut IbvPortAttr, len: 
     a.active_speed = 1;
     a.phys_state = 5;
     a.link_layer = IBV_LINK_LAYER_ETHERNET;
+    // The drops a P_Key or a Q_Key caused (ibv_port_attr's own counters).
+    let counters = c.ctx.counters();
+    let saturated = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    a.bad_pkey_cntr = saturated(counters.get(uroce_verbs::Counter::BadPkey));
+    a.qkey_viol_cntr = saturated(counters.get(uroce_verbs::Counter::QkeyViolation));
     let n = len.min(size_of::<IbvPortAttr>());
     // SAFETY: the caller's struct holds at least `len` bytes; we write n <= len.
     unsafe { ptr::copy_nonoverlapping(ptr::addr_of!(a).cast::<u8>(), attr.cast::<u8>(), n) };

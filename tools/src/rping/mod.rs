@@ -70,7 +70,7 @@ pub struct RpingArgs {
     /// uroce: reorder this fraction of packets
     #[arg(long, value_name = "P", default_value_t = 0.0)]
     pub reorder: f64,
-    /// uroce: seed of the impairments, QP numbers and PSNs
+    /// uroce: seed of the impairments, QP numbers, PSNs and keys (insecure: keys become predictable; default: random from the OS)
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// uroce: print the engine's and the link's counters at the end

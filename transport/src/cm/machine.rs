@@ -12,8 +12,9 @@ use super::msg::{
 };
 use super::timing::{ack_timeout, cm_time};
 use crate::engine::{Gid, Instant};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use crate::Seed;
+use rand::Rng;
+use rand_chacha::ChaCha20Rng;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Who this CM is.
@@ -23,8 +24,15 @@ pub struct CmConfig {
     pub ca_guid: u64,
     /// The CA's local ACK delay, sent as a REP's Target ACK Delay.
     pub ack_delay: u8,
-    /// Seeds communication IDs and the upper half of TIDs.
-    pub seed: u64,
+    /// At most this many connections (being set up or established) with one
+    /// peer port; a REQ beyond them is rejected with "no resources" and
+    /// counted ([`CmStats::req_refused`]), so that one host cannot make a
+    /// listener create QPs without bound (ReDMArk's A4).
+    pub max_conns_per_peer: usize,
+    /// Seeds communication IDs and the upper half of TIDs: a secret seed
+    /// (from [`crate::engine::Engine::derive_seed`]) so that one comm ID
+    /// seen on the wire tells nothing of the others.
+    pub seed: Seed,
 }
 
 /// The Communication Manager of one port, sans-IO: MADs in
@@ -33,18 +41,33 @@ pub struct CmConfig {
 /// [`Cm::handle_timeout`]). After any input, drain all three.
 pub struct Cm {
     pub(super) cfg: CmConfig,
-    rng: ChaCha8Rng,
+    rng: ChaCha20Rng,
     /// The upper 32 bits of the TIDs this side starts.
     hi_tid: u32,
     pub(super) conns: BTreeMap<CommId, Conn>,
     pub(super) listening: BTreeSet<u64>,
     tx: VecDeque<Outgoing>,
     events: VecDeque<CmEvent>,
+    pub(super) stats: CmStats,
 }
+
+/// What the CM refused, for `--stats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CmStats {
+    /// Messages about a connection that did not come from its peer's port
+    /// (a forged DREQ, REJ, DREP, ...): dropped.
+    pub rcvd_bad_src: u64,
+    /// REQs rejected because their port had `max_conns_per_peer` already.
+    pub req_refused: u64,
+}
+
+/// The default [`CmConfig::max_conns_per_peer`]: far above what perftest
+/// (`-q`) or an RPC system opens between two hosts, far below memory limits.
+pub const MAX_CONNS_PER_PEER: usize = 4096;
 
 impl Cm {
     pub fn new(cfg: CmConfig) -> Cm {
-        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        let mut rng = cfg.seed.rng();
         let hi_tid = rng.gen_range(1..=0xffff);
         Cm {
             cfg,
@@ -54,11 +77,22 @@ impl Cm {
             listening: BTreeSet::new(),
             tx: VecDeque::new(),
             events: VecDeque::new(),
+            stats: CmStats::default(),
         }
     }
 
     pub fn config(&self) -> &CmConfig {
         &self.cfg
+    }
+
+    /// What was refused so far.
+    pub fn stats(&self) -> CmStats {
+        self.stats
+    }
+
+    /// Connections with port `gid` that are being set up or established.
+    pub(super) fn conns_with(&self, gid: Gid) -> usize {
+        self.conns.values().filter(|c| c.remote_gid == gid && !matches!(c.state, State::Idle | State::Timewait)).count()
     }
 
     /// Accepts REQs for `service_id`; a REQ for a service no one listens on

@@ -19,7 +19,7 @@ pub mod timing;
 
 pub use api::{AcceptParams, CmError, CmEvent, CommId, ConnectParams, Outgoing, State};
 pub use ip::{CmaHdr, PortSpace};
-pub use machine::{Cm, CmConfig};
+pub use machine::{Cm, CmConfig, CmStats, MAX_CONNS_PER_PEER};
 pub use mad::{Mad, MadHeaderRepr, MAD_LEN};
 pub use msg::{CmMessage, RejReason};
 

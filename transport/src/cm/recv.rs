@@ -24,11 +24,11 @@ impl Cm {
         match msg {
             CmMessage::Req(m) => self.on_req(now, src_gid, tid, m),
             CmMessage::Rep(m) => self.on_rep(now, src_gid, m),
-            CmMessage::Rtu(m) => self.on_rtu(&m),
-            CmMessage::Rej(m) => self.on_rej(now, m),
-            CmMessage::Mra(m) => self.on_mra(now, &m),
+            CmMessage::Rtu(m) => self.on_rtu(src_gid, &m),
+            CmMessage::Rej(m) => self.on_rej(now, src_gid, m),
+            CmMessage::Mra(m) => self.on_mra(now, src_gid, &m),
             CmMessage::Dreq(m) => self.on_dreq(src_gid, tid, &m),
-            CmMessage::Drep(m) => self.on_drep(now, &m),
+            CmMessage::Drep(m) => self.on_drep(now, src_gid, &m),
             // SIDR is for UD rdma_cm, LAP/APR for alternate paths, which RoCE has none of.
             CmMessage::Other(_) => {}
         }
@@ -40,20 +40,33 @@ impl Cm {
         self.conns.get(&local).filter(|c| c.remote_comm_id == remote).map(|_| local)
     }
 
-    /// A live connection whose peer is `remote` on CA `guid`.
-    fn find_remote(&self, remote: u32, guid: u64) -> Option<CommId> {
+    /// Connection `found`, if message from `src` may act on it: only its
+    /// peer's port may move or tear down a connection (a forged DREQ or REJ
+    /// from elsewhere would otherwise end it). Others are dropped and counted.
+    fn peer_conn(&mut self, found: Option<CommId>, src: Gid) -> Option<CommId> {
+        let id = found?;
+        if self.conns[&id].remote_gid == src {
+            return Some(id);
+        }
+        self.stats.rcvd_bad_src += 1;
+        None
+    }
+
+    /// A live connection whose peer is `remote` on CA `guid` at port `src`.
+    fn find_remote(&self, remote: u32, guid: u64, src: Gid) -> Option<CommId> {
         self.conns
             .iter()
-            .find(|(_, c)| c.is_live() && c.remote_comm_id == remote && c.remote_ca_guid == guid)
+            .find(|(_, c)| c.is_live() && c.remote_comm_id == remote && c.remote_ca_guid == guid && c.remote_gid == src)
             .map(|(id, _)| *id)
     }
 
-    /// A live connection to QP `qpn` of CA `guid`: a new request for it means
-    /// the old connection is stale.
-    fn find_remote_qp(&self, qpn: u32, guid: u64) -> Option<CommId> {
+    /// A live connection to QP `qpn` of CA `guid` at port `src`: a new
+    /// request for it means the old connection is stale. (A request from
+    /// another port names another QP, whatever its fields say.)
+    fn find_remote_qp(&self, qpn: u32, guid: u64, src: Gid) -> Option<CommId> {
         self.conns
             .iter()
-            .find(|(_, c)| c.is_live() && c.remote_qpn == qpn && c.remote_ca_guid == guid)
+            .find(|(_, c)| c.is_live() && c.remote_qpn == qpn && c.remote_ca_guid == guid && c.remote_gid == src)
             .map(|(id, _)| *id)
     }
 
@@ -82,16 +95,21 @@ impl Cm {
 
     fn on_req(&mut self, now: Instant, src: Gid, tid: u64, req: Box<ReqRepr>) {
         let ids = (req.local_comm_id, 0);
-        if let Some(dup) = self.find_remote(req.local_comm_id, req.local_ca_guid) {
+        if let Some(dup) = self.find_remote(req.local_comm_id, req.local_ca_guid, src) {
             self.answer_dup_req(src, dup);
             return;
         }
-        if let Some(old) = self.find_remote_qp(req.local_qpn, req.local_ca_guid) {
+        if let Some(old) = self.find_remote_qp(req.local_qpn, req.local_ca_guid, src) {
             self.reject_stale(now, src, tid, ids, MsgResponse::Req, old);
             return;
         }
         if !self.listening.contains(&req.service_id) {
             self.issue_rej(src, tid, ids, MsgResponse::Req, RejReason::INVALID_SERVICE_ID);
+            return;
+        }
+        if self.conns_with(src) >= self.cfg.max_conns_per_peer {
+            self.stats.req_refused += 1;
+            self.issue_rej(src, tid, ids, MsgResponse::Req, RejReason::NO_RESOURCES);
             return;
         }
         let id = self.new_conn(State::ReqRcvd, src, Some(tid));
@@ -124,14 +142,15 @@ impl Cm {
             self.answer_dup_rep(src, &rep);
             return;
         };
+        let Some(id) = self.peer_conn(Some(id), src) else { return };
         let c = &self.conns[&id];
         if !matches!(c.state, State::ReqSent | State::MraReqRcvd) {
             return;
         }
-        if self.find_remote(rep.local_comm_id, rep.local_ca_guid).is_some() {
+        if self.find_remote(rep.local_comm_id, rep.local_ca_guid, src).is_some() {
             return;
         }
-        if let Some(old) = self.find_remote_qp(rep.local_qpn, rep.local_ca_guid) {
+        if let Some(old) = self.find_remote_qp(rep.local_qpn, rep.local_ca_guid, src) {
             let tid = c.tid;
             self.reject_stale(now, src, tid, (rep.local_comm_id, rep.remote_comm_id), MsgResponse::Rep, old);
             return;
@@ -149,7 +168,8 @@ impl Cm {
     /// A repeated REP: our RTU was lost (send it again), or our consumer is
     /// still deciding (repeat the MRA).
     fn answer_dup_rep(&mut self, src: Gid, rep: &RepRepr) {
-        let Some(id) = self.find(rep.remote_comm_id, rep.local_comm_id) else { return };
+        let found = self.find(rep.remote_comm_id, rep.local_comm_id);
+        let Some(id) = self.peer_conn(found, src) else { return };
         let c = &self.conns[&id];
         let msg = match c.state {
             State::Established => {
@@ -170,8 +190,9 @@ impl Cm {
         self.send(src, msg, tid);
     }
 
-    fn on_rtu(&mut self, rtu: &RtuRepr) {
-        let Some(id) = self.find(rtu.remote_comm_id, rtu.local_comm_id) else { return };
+    fn on_rtu(&mut self, src: Gid, rtu: &RtuRepr) {
+        let found = self.find(rtu.remote_comm_id, rtu.local_comm_id);
+        let Some(id) = self.peer_conn(found, src) else { return };
         let c = self.conns.get_mut(&id).expect("found");
         if !matches!(c.state, State::RepSent | State::MraRepRcvd) {
             return;
@@ -182,11 +203,11 @@ impl Cm {
     }
 
     /// The connection a REJ is about (`cm_acquire_rejected_id`).
-    fn rejected(&self, rej: &RejRepr) -> Option<CommId> {
+    fn rejected(&self, src: Gid, rej: &RejRepr) -> Option<CommId> {
         if rej.reason == RejReason::TIMEOUT {
             // The peer gave up on its REQ: it names itself by CA GUID in the ARI.
             let guid = u64::from_be_bytes(super::field::get_bytes(&rej.ari, 0));
-            self.find_remote(rej.local_comm_id, guid)
+            self.find_remote(rej.local_comm_id, guid, src)
         } else if rej.message_rejected == MsgResponse::Req {
             self.find(rej.remote_comm_id, 0)
         } else {
@@ -194,8 +215,9 @@ impl Cm {
         }
     }
 
-    fn on_rej(&mut self, now: Instant, rej: Box<RejRepr>) {
-        let Some(id) = self.rejected(&rej) else { return };
+    fn on_rej(&mut self, now: Instant, src: Gid, rej: Box<RejRepr>) {
+        let found = self.rejected(src, &rej);
+        let Some(id) = self.peer_conn(found, src) else { return };
         let c = self.conns.get_mut(&id).expect("found");
         match c.state {
             State::ReqSent
@@ -216,13 +238,13 @@ impl Cm {
         self.emit(CmEvent::RejReceived { id, rej });
     }
 
-    fn on_mra(&mut self, now: Instant, mra: &MraRepr) {
+    fn on_mra(&mut self, now: Instant, src: Gid, mra: &MraRepr) {
         let found = match mra.message_mraed {
             MsgResponse::Req => self.find(mra.remote_comm_id, 0),
             MsgResponse::Rep | MsgResponse::Other => self.find(mra.remote_comm_id, mra.local_comm_id),
             MsgResponse::Reserved => None,
         };
-        let Some(id) = found else { return };
+        let Some(id) = self.peer_conn(found, src) else { return };
         let c = self.conns.get_mut(&id).expect("found");
         let next = match (c.state, mra.message_mraed) {
             (State::ReqSent, MsgResponse::Req) => State::MraReqRcvd,
@@ -250,6 +272,7 @@ impl Cm {
             self.send(src, CmMessage::Drep(Box::new(drep)), tid);
             return;
         };
+        let Some(id) = self.peer_conn(Some(id), src) else { return };
         let c = &self.conns[&id];
         if c.local_qpn != dreq.remote_qpn {
             return;
@@ -272,8 +295,9 @@ impl Cm {
         self.emit(CmEvent::DreqReceived { id });
     }
 
-    fn on_drep(&mut self, now: Instant, drep: &DrepRepr) {
-        let Some(id) = self.find(drep.remote_comm_id, drep.local_comm_id) else { return };
+    fn on_drep(&mut self, now: Instant, src: Gid, drep: &DrepRepr) {
+        let found = self.find(drep.remote_comm_id, drep.local_comm_id);
+        let Some(id) = self.peer_conn(found, src) else { return };
         let c = self.conns.get_mut(&id).expect("found");
         if !matches!(c.state, State::DreqSent | State::DreqRcvd) {
             return;

@@ -36,6 +36,24 @@ counters! {
     LinkDowned = "link_downed", "Link down events (the link layer's business; always 0 here).";
     RdmaSends = "rdma_sends", "SEND work requests completed, whatever their status (requester).";
     RdmaRecvs = "rdma_recvs", "Receive work requests completed successfully (responder).";
+    // What follows is not in rxe's list: the drops and refusals a peer (or
+    // an attacker) causes, so that an attack is seen (ReDMArk's M3).
+    RcvdMalformed = "rcvd_malformed", "Dropped: not a valid packet (headers, TVer, opcode), or an opcode of another transport than its QP's.";
+    BadPkey = "bad_pkey_cntr", "Dropped: a P_Key that is not the port's (the name of ibv_port_attr's counter).";
+    QkeyViolation = "qkey_viol_cntr", "Dropped: a UD datagram with another Q_Key than its QP's (the name of ibv_port_attr's counter).";
+    RcvdUnknownQpn = "rcvd_unknown_qpn", "Dropped: no QP with the destination QP number.";
+    RcvdBadSrc = "rcvd_bad_src", "Dropped: an RC or UC packet not from the QP's peer (source GID) or not to its GID (as rxe's check_addr).";
+    RcvdQpNotReady = "rcvd_qp_not_ready", "Dropped: a request for a QP that takes none in its state (RESET, INIT, ERR).";
+    RkeyViolation = "rkey_violation", "Requests refused for their R_Key, range or rights (RC: NAKed, the QP to ERR; UC: dropped).";
+    UcRkeyLimit = "uc_rkey_limit", "UC QPs moved to ERR after too many R_Key violations (UC_RKEY_VIOLATION_LIMIT).";
+    RdAtomicRefused = "rd_atomic_refused", "READ and atomic requests beyond max_dest_rd_atomic outstanding, NAKed as invalid requests.";
+    RemoteInvRefused = "remote_inv_refused", "SEND_WITH_INV naming a key that may not be invalidated remotely, NAKed.";
+}
+
+impl Counter {
+    /// How many of [`Counter::ALL`] are rxe's hardware counters, in rxe's
+    /// order; the rest are uroce's own.
+    pub const RXE_COUNT: usize = 15;
 }
 
 /// The counter values of one engine.
@@ -66,6 +84,7 @@ mod test {
         let all: Vec<_> = c.iter().collect();
         assert_eq!(all[0], ("sent_pkts", 0));
         assert_eq!(all[4], ("rcvd_rnr_err", 1));
-        assert_eq!(all.len(), 15);
+        assert_eq!(all[Counter::RXE_COUNT - 1].0, "rdma_recvs");
+        assert_eq!(all.len(), Counter::RXE_COUNT + 10);
     }
 }

@@ -144,10 +144,13 @@ impl MrTable {
     pub fn get_mut(&mut self, key: u32) -> Option<&mut Mr> {
         self.by_key.get_mut(&key)
     }
-    /// Stops `key` accepting access (a remote invalidate); whether it existed.
+    /// Stops `key` accepting access (a remote invalidate): whether it names
+    /// a region of `pd` registered as invalidatable (only those may be
+    /// invalidated by a peer, as only windows and fast-registration MRs on
+    /// rxe; a peer must not disable the application's ordinary regions).
     pub fn invalidate(&mut self, key: u32, pd: Pd) -> bool {
         match self.by_key.get_mut(&key) {
-            Some(mr) if mr.pd == pd => {
+            Some(mr) if mr.pd == pd && mr.access.contains(AccessFlags::REMOTE_INVALIDATE) => {
                 mr.valid = false;
                 self.generation += 1;
                 true

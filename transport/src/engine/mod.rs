@@ -53,12 +53,13 @@ pub use wr::{AccessFlags, Gid, RecvWr, SendFlags, SendWr, Sge, UdDest, WcFlags, 
 
 use crate::wire::{RocePacket, RoceRepr, Transport};
 use crate::Psn;
+use crate::Seed;
 use core::fmt;
 use cq::Cq;
 use memory::{Mr, MrTable};
 use qp::{Qp, QpTable};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
+use rand_chacha::ChaCha20Rng;
 use srq::Srq;
 use std::collections::{BTreeMap, VecDeque};
 use timer::{Timer, TimerIndex};
@@ -74,14 +75,22 @@ pub const GRH_LEN: usize = 40;
 /// responder refuses RETH lengths above it, as rxe does).
 pub const MAX_MSG_SZ: u32 = 1 << 31;
 
+/// A UC QP that refused this many WRITEs for their R_Key, range or rights
+/// goes to ERR at the next (IBTA drops them silently; an RC QP goes to ERR
+/// at the first). A correct peer never sends one; 64 tolerates a few
+/// honest races with deregistration and stops a key search at the start.
+pub const UC_RKEY_VIOLATION_LIMIT: u32 = 64;
+
 /// The default [`EngineConfig::max_inflight_psns`]: 4 MiB of 4 KiB packets.
 pub const DEFAULT_MAX_INFLIGHT_PSNS: u32 = 1024;
 
 /// Engine-wide settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineConfig {
-    /// Seeds every random choice: QP numbers, keys, initial PSNs.
-    pub seed: u64,
+    /// Seeds every random choice: QP numbers, keys, initial PSNs and the
+    /// CM's comm IDs ([`Engine::derive_seed`]). Applications give
+    /// [`Seed::Secret`]; [`Seed::Fixed`] is for runs that must repeat.
+    pub seed: Seed,
     /// The port's active MTU; UD messages above it are not sent (as rxe).
     pub port_mtu: Mtu,
     /// The GID of this port, index 0 in the GID table.
@@ -96,7 +105,7 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> EngineConfig {
         EngineConfig {
-            seed: 0,
+            seed: Seed::Fixed(0),
             port_mtu: Mtu::Mtu1024,
             gid: Gid::default(),
             max_inflight_psns: DEFAULT_MAX_INFLIGHT_PSNS,
@@ -247,16 +256,33 @@ impl EngineState {
     }
 }
 
+/// Whether a packet for `qp` may act on it: RC and UC packets only from the
+/// peer the QP was connected to (the GID of its address vector) and to the
+/// GID it was connected from, as rxe's `check_addr`. Without it any process
+/// that can send UDP to port 4791 from its own address could inject into a
+/// connection whose QPN and PSN it learned (ReDMArk's A1, which on rxe needs
+/// root to spoof the source). UD takes datagrams from anyone, by its nature.
+fn from_peer(qp: &Qp, meta: &RxMeta, gid_table: &[Option<Gid>]) -> bool {
+    if qp.qp_type() == QpType::Ud {
+        return true;
+    }
+    let av = &qp.attr.ah_attr;
+    let own = gid_table.get(usize::from(av.sgid_index)).copied().flatten();
+    meta.src_gid == av.dgid && own == Some(meta.dst_gid)
+}
+
 /// The engine: every QP, CQ, SRQ and memory region of one device port.
 pub struct Engine {
     config: EngineConfig,
-    rng: ChaCha8Rng,
+    rng: ChaCha20Rng,
     sh: EngineState,
     qps: QpTable,
     pds: Vec<Pd>,
     next_handle: u32,
     /// Which QP sends next.
     sched: sched::TxSchedule,
+    /// The port's GIDs by index (`sgid_index`); entry 0 is `config.gid`.
+    gid_table: Vec<Option<Gid>>,
 }
 
 /// What a region may be registered with: remote writes and atomics change
@@ -273,7 +299,7 @@ impl Engine {
     pub fn new(config: EngineConfig) -> Engine {
         Engine {
             config,
-            rng: ChaCha8Rng::seed_from_u64(config.seed),
+            rng: config.seed.rng(),
             sh: EngineState {
                 mrs: MrTable::default(),
                 cqs: BTreeMap::new(),
@@ -290,7 +316,15 @@ impl Engine {
             pds: Vec::new(),
             next_handle: 1,
             sched: sched::TxSchedule::default(),
+            gid_table: vec![Some(config.gid)],
         }
+    }
+
+    /// The port's whole GID table (index: a QP's `sgid_index`), which RC
+    /// and UC packets must be addressed to; until it is given, the table
+    /// is `config.gid` alone.
+    pub fn set_gid_table(&mut self, table: Vec<Option<Gid>>) {
+        self.gid_table = table;
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -305,6 +339,12 @@ impl Engine {
     /// A random 24-bit PSN from the engine's seed, for `sq_psn`/`rq_psn`.
     pub fn random_psn(&mut self) -> u32 {
         self.rng.gen::<u32>() & Psn::MASK
+    }
+
+    /// A seed for another generator of this port (the CM's), drawn from the
+    /// engine's stream: as secret, or as reproducible, as the engine's.
+    pub fn derive_seed(&mut self) -> Seed {
+        self.config.seed.derive(&mut self.rng)
     }
 
     pub fn alloc_pd(&mut self) -> Pd {
@@ -325,10 +365,12 @@ impl Engine {
             return Err(Error::NoSuchPd(pd));
         }
         check_access(access)?;
-        // rxe's shape: an index in the upper 24 bits, a random 8-bit key below.
+        // All 32 bits random (rxe: a sequential index and 8 random bits), so
+        // that one key tells nothing of another; 0 is left out, as a key a
+        // careless peer might send.
         let key = loop {
-            let k = self.rng.gen::<u32>() | 0x100;
-            if !self.sh.mrs.contains(k) {
+            let k = self.rng.gen::<u32>();
+            if k != 0 && !self.sh.mrs.contains(k) {
                 break k;
             }
         };
@@ -565,22 +607,30 @@ impl Engine {
     pub fn handle_packet(&mut self, now: Instant, meta: RxMeta, data: &[u8]) {
         // `parse` checks the lengths (after it, no accessor of `pkt` panics).
         let pkt = RocePacket::new_unchecked(data);
-        let Ok(repr) = RoceRepr::parse(&pkt) else { return };
+        let counters = &mut self.sh.counters;
+        let Ok(repr) = RoceRepr::parse(&pkt) else { return counters.inc(Counter::RcvdMalformed) };
         let op = repr.bth.opcode;
-        // TVer 0 only; the P_Key must match the default one (the membership
-        // bit aside), as the only P_Key table entry is 0xFFFF.
-        if op.info().is_none() || repr.bth.tver != 0 || repr.bth.pkey & 0x7fff != 0x7fff {
-            return;
+        // TVer 0 only.
+        if op.info().is_none() || repr.bth.tver != 0 {
+            return counters.inc(Counter::RcvdMalformed);
         }
-        let Some(qp) = self.qps.get_mut(&repr.bth.dest_qp) else { return };
+        // The P_Key must match the default one (the membership bit aside),
+        // as the only P_Key table entry is 0xFFFF.
+        if repr.bth.pkey & 0x7fff != 0x7fff {
+            return counters.inc(Counter::BadPkey);
+        }
+        let Some(qp) = self.qps.get_mut(&repr.bth.dest_qp) else { return counters.inc(Counter::RcvdUnknownQpn) };
         let matches = matches!(
             (op.transport(), qp.qp_type()),
             (Transport::Rc, QpType::Rc) | (Transport::Uc, QpType::Uc) | (Transport::Ud, QpType::Ud)
         );
         if !matches {
-            return;
+            return counters.inc(Counter::RcvdMalformed);
         }
-        self.sh.counters.inc(Counter::RcvdPkts);
+        if !from_peer(qp, &meta, &self.gid_table) {
+            return counters.inc(Counter::RcvdBadSrc);
+        }
+        counters.inc(Counter::RcvdPkts);
         let payload = pkt.payload();
         if op.is_response() {
             completer::on_response(qp, &mut self.sh, now, &repr, payload);

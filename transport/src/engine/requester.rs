@@ -163,7 +163,7 @@ pub(crate) fn poll_request(qp: &mut Qp, sh: &mut EngineState, now: Instant, buf:
             return None;
         }
         // Checked when first fetched, and again when a region was
-        // deregistered or invalidated since (inline data was copied at post).
+        // deregistered or re-registered since (inline data was copied at post).
         let w = &qp.req.wqes[idx];
         if !w.checked || (w.checked_generation != sh.mrs.generation() && w.inline.is_none()) {
             let err = check_local(sh, qp, w);

@@ -63,12 +63,14 @@ pub(crate) enum Response {
         psn: Psn,
         msn: u32,
         orig: u64,
+        replay: bool,
     },
     /// The answer to an ATOMIC_WRITE or FLUSH: a READ RESPONSE ONLY
     /// without data (IBTA 1.5; what rxe sends).
     Placed {
         psn: Psn,
         msn: u32,
+        replay: bool,
     },
     /// READ responses for `res`, from `next` to `res.last_psn`; positions
     /// count from `start`, the PSN of the request being answered.
@@ -76,7 +78,22 @@ pub(crate) enum Response {
         res: Resource,
         start: Psn,
         next: Psn,
+        /// The answer to a duplicate request (not a new one).
+        replay: bool,
     },
+}
+
+impl Response {
+    /// The answer to a new READ, atomic, ATOMIC_WRITE or FLUSH: the requester
+    /// counts it against its `max_rd_atomic` until it has all of it.
+    fn is_outstanding_rd_atomic(&self) -> bool {
+        matches!(
+            self,
+            Response::Read { replay: false, .. }
+                | Response::Atomic { replay: false, .. }
+                | Response::Placed { replay: false, .. }
+        )
+    }
 }
 
 #[derive(Debug, Default)]
@@ -92,6 +109,8 @@ pub(crate) struct Responder {
     pub responses: VecDeque<Response>,
     /// UC: drop packets until the next FIRST or ONLY.
     pub drop_msg: bool,
+    /// UC: WRITEs refused for their R_Key, range or rights so far.
+    pub uc_rkey_violations: u32,
 }
 
 impl Responder {
@@ -131,6 +150,12 @@ impl Responder {
         self.resources.push_back(res);
     }
 
+    /// How many READ and atomic requests are being answered: a new one
+    /// beyond `max_dest_rd_atomic` means the requester broke its limit.
+    pub fn outstanding_rd_atomic(&self) -> usize {
+        self.responses.iter().filter(|r| r.is_outstanding_rd_atomic()).count()
+    }
+
     pub fn find_resource(&self, psn: Psn) -> Option<Resource> {
         self.resources.iter().rev().find(|r| psn - r.first_psn >= 0 && r.last_psn - psn >= 0).copied()
     }
@@ -143,7 +168,7 @@ pub(crate) fn on_request(qp: &mut Qp, sh: &mut EngineState, meta: &RxMeta, repr:
         QpType::Uc | QpType::Ud => matches!(qp.state(), QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe),
     };
     if !accepting {
-        return;
+        return sh.counters.inc(super::Counter::RcvdQpNotReady);
     }
     match qp.qp_type() {
         QpType::Rc => rc::on_request(qp, sh, repr, payload),
@@ -180,17 +205,17 @@ pub(crate) fn poll_response(qp: &mut Qp, sh: &mut EngineState, buf: &mut [u8]) -
             qp.resp.responses.pop_front();
             emit_ack(qp, buf, Opcode::RcAck, psn, AethRepr { syndrome, msn }, None)
         }
-        Response::Atomic { psn, msn, orig } => {
+        Response::Atomic { psn, msn, orig, .. } => {
             qp.resp.responses.pop_front();
             let aeth = AethRepr { syndrome: AethSyndrome::Ack { credits: 0x1f }, msn };
             emit_ack(qp, buf, Opcode::RcAtomicAck, psn, aeth, Some(AtomicAckEthRepr { orig_data: orig }))
         }
-        Response::Placed { psn, msn } => {
+        Response::Placed { psn, msn, .. } => {
             qp.resp.responses.pop_front();
             let aeth = AethRepr { syndrome: AethSyndrome::Ack { credits: 0x1f }, msn };
             emit_ack(qp, buf, Opcode::RcReadResponseOnly, psn, aeth, None)
         }
-        Response::Read { res, start, next } => emit_read_response(qp, sh, buf, res, start, next),
+        Response::Read { res, start, next, .. } => emit_read_response(qp, sh, buf, res, start, next),
     };
     Some(Transmit { len, dest_gid: qp.attr.ah_attr.dgid, src_port: qp.sport, qpn: qp.qpn, ack_only })
 }

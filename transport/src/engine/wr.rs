@@ -84,6 +84,11 @@ flags! {
         FLUSH_GLOBAL = 1 << 8,
         FLUSH_PERSISTENT = 1 << 9,
         RELAXED_ORDERING = 1 << 20,
+        /// uroce's own (not in `ibv_access_flags`): a peer's SEND_WITH_INV
+        /// may invalidate the region's key. Without it a remote invalidate
+        /// of the region is refused (rxe allows it only for memory windows
+        /// and fast-registration MRs, which this engine does not have yet).
+        REMOTE_INVALIDATE = 1 << 31,
     }
 }
 

@@ -26,6 +26,7 @@ pub use setup::{connect, create_endpoint, Endpoint, QpOptions};
 pub use workload::{run_op, Op, Outcome};
 
 use crate::engine::{Engine, EngineConfig, Gid, Instant, RxMeta, MAX_PACKET_LEN};
+use crate::Seed;
 use core::time::Duration;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -72,7 +73,7 @@ impl Sim {
     pub fn new(seed: u64, link: LinkConfig) -> Sim {
         let gids = [Gid::from_ipv4([10, 0, 0, 1]), Gid::from_ipv4([10, 0, 0, 2])];
         let cfg = |i: usize| EngineConfig {
-            seed: seed.wrapping_mul(2).wrapping_add(i as u64),
+            seed: Seed::Fixed(seed.wrapping_mul(2).wrapping_add(i as u64)),
             gid: gids[i],
             ..Default::default()
         };
@@ -182,7 +183,13 @@ impl Sim {
 
     /// Injects raw bytes as if `to` received them from the other node now.
     pub fn inject(&mut self, to: usize, data: &[u8]) {
-        let meta = RxMeta { src_gid: self.gids[1 - to], dst_gid: self.gids[to] };
+        self.inject_from(to, self.gids[1 - to], data);
+    }
+
+    /// Injects raw bytes as if `to` received them from `src_gid` now (a
+    /// third host, or one forging its address).
+    pub fn inject_from(&mut self, to: usize, src_gid: Gid, data: &[u8]) {
+        let meta = RxMeta { src_gid, dst_gid: self.gids[to] };
         self.engines[to].handle_packet(self.now, meta, data);
     }
 }

@@ -81,12 +81,17 @@ fn pattern(msg: usize, len: usize) -> Vec<u8> {
 }
 
 fn mr(e: &mut Engine, ep: &Endpoint, addr: u64, bytes: Vec<u8>) -> u32 {
+    mr_with(e, ep, addr, bytes, AccessFlags::EMPTY)
+}
+
+fn mr_with(e: &mut Engine, ep: &Endpoint, addr: u64, bytes: Vec<u8>, extra: AccessFlags) -> u32 {
     let access = AccessFlags::LOCAL_WRITE
         | AccessFlags::REMOTE_WRITE
         | AccessFlags::REMOTE_READ
         | AccessFlags::REMOTE_ATOMIC
         | AccessFlags::FLUSH_GLOBAL
-        | AccessFlags::FLUSH_PERSISTENT;
+        | AccessFlags::FLUSH_PERSISTENT
+        | extra;
     e.reg_mr(ep.pd, addr, Box::new(bytes), access).expect("PD exists").lkey
 }
 
@@ -126,7 +131,11 @@ pub fn run_op(
     let src_key = mr(&mut sim.engines[from], ep_from, SRC, src_bytes.clone());
     let dst_len = if qp_type == QpType::Ud { (GRH_LEN + size) * messages } else { total };
     let dst_key = mr(&mut sim.engines[to], ep_to, DST, vec![0u8; dst_len.max(1)]);
-    let inv_keys: Vec<u32> = (0..messages).map(|_| mr(&mut sim.engines[1], &b, 0x3000_0000, vec![0u8; 8])).collect();
+    // Regions a peer may invalidate (only those: a SEND_WITH_INV of any
+    // other key is refused).
+    let invalidatable =
+        |sim: &mut Sim| mr_with(&mut sim.engines[1], &b, 0x3000_0000, vec![0u8; 8], AccessFlags::REMOTE_INVALIDATE);
+    let inv_keys: Vec<u32> = (0..messages).map(|_| invalidatable(&mut sim)).collect();
     let recv_each = if qp_type == QpType::Ud { GRH_LEN + size } else { size };
     let needs_recv = matches!(op, Op::Send | Op::SendWithImm | Op::SendWithInv | Op::WriteWithImm);
     if needs_recv {

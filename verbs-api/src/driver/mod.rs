@@ -103,12 +103,14 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    fn new(opened: OpenedLink, opts: &OpenOptions, seed: u64) -> Result<Driver, Error> {
+    fn new(opened: OpenedLink, opts: &OpenOptions, seed: uroce_transport::Seed) -> Result<Driver, Error> {
         let OpenedLink { link, info } = opened;
         let gid = info.gids.get(0).unwrap_or_default();
         let port_mtu = info.path_mtu;
         let max_inflight_psns = opts.max_inflight_psns.unwrap_or_else(|| progress::inflight_budget(&info));
-        let engine = Engine::new(EngineConfig { seed, port_mtu, gid, max_inflight_psns });
+        let mut engine = Engine::new(EngineConfig { seed, port_mtu, gid, max_inflight_psns });
+        // RC and UC packets must come to the GID their QP was connected from.
+        engine.set_gid_table((0..info.gids.len()).map(|i| info.gids.get(i)).collect());
         let doorbell = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
             .map_err(|e| Error::Os { verb: "ibv_open_device", err: e.into() })?;
         Ok(Driver {

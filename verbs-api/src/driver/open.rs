@@ -6,6 +6,7 @@ use crate::context::{OpenOptions, Progress};
 use crate::error::Error;
 use std::sync::{Arc, Mutex, Weak};
 use uroce_stack::link::{self, Capture, Impair, OpenedLink};
+use uroce_transport::Seed;
 
 /// The devices open in this process, by the spec they were opened with.
 static OPEN: Mutex<Vec<(String, Weak<DeviceOwner>)>> = Mutex::new(Vec::new());
@@ -21,7 +22,10 @@ pub(crate) fn open_device(spec: &str, opts: &OpenOptions) -> Result<Arc<DeviceOw
         return Ok(owner);
     }
     let link = open_link(spec, opts)?;
-    let seed = opts.seed.unwrap_or_else(clock_seed);
+    let seed = match opts.seed {
+        Some(n) => Seed::Fixed(n),
+        None => secret_seed()?,
+    };
     let driver = Arc::new(Driver::new(link, opts, seed)?);
     let thread = match opts.progress {
         Progress::Manual => None,
@@ -77,7 +81,10 @@ fn check_same_options(spec: &str, first: &OpenOptions, now: &OpenOptions) -> Res
     Err(Error::InvalidValue { verb: "ibv_open_device", what })
 }
 
-fn clock_seed() -> u64 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
+/// 256 bits from the operating system's CSPRNG: the engine's keys, QPNs,
+/// PSNs and comm IDs follow from them, and nobody can guess them.
+fn secret_seed() -> Result<Seed, Error> {
+    let mut key = [0u8; 32];
+    getrandom::getrandom(&mut key).map_err(|e| Error::Os { verb: "ibv_open_device (getrandom)", err: e.into() })?;
+    Ok(Seed::Secret(key))
 }

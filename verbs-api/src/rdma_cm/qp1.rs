@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Weak;
 use uroce_transport::cm::mad::MAD_LEN;
 use uroce_transport::cm::timing::RXE_LOCAL_CA_ACK_DELAY;
-use uroce_transport::cm::{Cm, CmConfig, CmEvent, CmMessage, CommId, Mad, Outgoing, GSI_QKEY, GSI_QPN};
+use uroce_transport::cm::{
+    Cm, CmConfig, CmEvent, CmMessage, CommId, Mad, Outgoing, GSI_QKEY, GSI_QPN, MAX_CONNS_PER_PEER,
+};
 use uroce_transport::engine::{
     AccessFlags, CqHandle, Engine, Error as EngineError, Gid, Instant, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
     QpType, RecvWr, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOp, GRH_LEN,
@@ -92,8 +94,13 @@ impl Qp1 {
         // Addresses in the engine's own space: nothing else names these regions.
         let recv = Slots::register(engine, pd, 0x1000_0000, RECV_SLOTS, RECV_LEN)?;
         let send = Slots::register(engine, pd, 0x2000_0000, SEND_SLOTS, MAD_LEN)?;
-        let seed = engine.random_psn().into();
-        let cm = Cm::new(CmConfig { ca_guid, ack_delay: RXE_LOCAL_CA_ACK_DELAY, seed });
+        let seed = engine.derive_seed();
+        let cm = Cm::new(CmConfig {
+            ca_guid,
+            ack_delay: RXE_LOCAL_CA_ACK_DELAY,
+            seed,
+            max_conns_per_peer: MAX_CONNS_PER_PEER,
+        });
         let qp1 = Qp1 {
             cm,
             ids: HashMap::new(),

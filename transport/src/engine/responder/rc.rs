@@ -56,6 +56,9 @@ pub(super) fn in_sequence(msg: &InMessage, k: Kind) -> bool {
 
 /// A failed request: NAK it, fail the receive in progress, go to ERR.
 fn fatal(qp: &mut Qp, sh: &mut EngineState, psn: Psn, code: NakCode, recv_status: WcStatus) {
+    if code == NakCode::RemoteAccessError {
+        sh.counters.inc(Counter::RkeyViolation);
+    }
     qp.resp.queue_nak(psn, AethSyndrome::Nak(code));
     if let Some(wr) = qp.resp.take_message_recv() {
         qp.complete_recv_error(sh, &wr, recv_status);
@@ -100,6 +103,10 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pay
         fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
         return;
     }
+    if matches!(k, Kind::Read | Kind::Atomic | Kind::AtomicWrite | Kind::Flush) && !rd_atomic_allowed(qp, sh) {
+        fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+        return;
+    }
     match k {
         Kind::Send(pos) => send(qp, sh, repr, pos, payload),
         Kind::Write(pos) => write(qp, sh, repr, pos, payload),
@@ -109,6 +116,23 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pay
         Kind::Flush => flush(qp, sh, repr),
         Kind::Unsupported => {}
     }
+}
+
+/// Whether a new READ or atomic may be executed: at most
+/// `max_dest_rd_atomic` are answered at once (IBTA C9-150: beyond the
+/// responder's resources the request is NAKed as invalid). rxe recycles its
+/// resources instead, so a peer could queue READ responses without bound;
+/// here the queue never holds more than `max_dest_rd_atomic` of them. A
+/// requester within its `max_rd_atomic` (at most ours, as rdma_cm and
+/// perftest negotiate it) never meets the limit: a READ it still waits for
+/// is all a queued answer can be.
+fn rd_atomic_allowed(qp: &Qp, sh: &mut EngineState) -> bool {
+    let max = usize::from(qp.attr.max_dest_rd_atomic);
+    if max > 0 && qp.resp.outstanding_rd_atomic() >= max {
+        sh.counters.inc(Counter::RdAtomicRefused);
+        return false;
+    }
+    true
 }
 
 /// The access a FLUSH needs, of the QP and of the region: one flag per
@@ -147,7 +171,7 @@ fn duplicate(qp: &mut Qp, sh: &mut EngineState, k: Kind, repr: &RoceRepr) {
                 qp.resp
                     .responses
                     .retain(|r| !matches!(r, Response::Read { res: o, .. } if o.first_psn == res.first_psn));
-                qp.resp.responses.push_back(Response::Read { res, start: psn, next: psn });
+                qp.resp.responses.push_back(Response::Read { res, start: psn, next: psn, replay: true });
             }
         }
         Kind::Atomic => {
@@ -155,7 +179,7 @@ fn duplicate(qp: &mut Qp, sh: &mut EngineState, k: Kind, repr: &RoceRepr) {
                 qp.resp.find_resource(psn)
             {
                 if first_psn == psn {
-                    qp.resp.responses.push_back(Response::Atomic { psn, msn, orig });
+                    qp.resp.responses.push_back(Response::Atomic { psn, msn, orig, replay: true });
                 }
             }
         }
@@ -163,7 +187,7 @@ fn duplicate(qp: &mut Qp, sh: &mut EngineState, k: Kind, repr: &RoceRepr) {
             // Answered again, never executed again (oA19-14, oA19-15).
             if let Some(Resource { kind: ResourceKind::Placed, msn, first_psn, .. }) = qp.resp.find_resource(psn) {
                 if first_psn == psn {
-                    qp.resp.responses.push_back(Response::Placed { psn, msn });
+                    qp.resp.responses.push_back(Response::Placed { psn, msn, replay: true });
                 }
             }
         }
@@ -219,9 +243,12 @@ fn send(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, paylo
     if last {
         let InMessage::Send { wr, offset } = core::mem::take(&mut qp.resp.msg) else { unreachable!() };
         if let Some(ieth) = repr.ieth {
-            if !invalidate(qp, sh, ieth.rkey) {
-                // rxe's class J: the receive fails, the QP goes to ERR; the
-                // requester learns it from an invalid request NAK.
+            if !sh.mrs.invalidate(ieth.rkey, qp.init.pd) {
+                // Not a key of this PD that may be invalidated remotely:
+                // refused, and the region it names stays usable. rxe's
+                // class J: the receive fails, the QP goes to ERR, the
+                // requester gets an invalid request NAK.
+                sh.counters.inc(Counter::RemoteInvRefused);
                 qp.complete_recv_error(sh, &wr, WcStatus::RemInvReqErr);
                 fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
                 return;
@@ -240,14 +267,6 @@ fn send(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, paylo
         sh.complete(qp.init.recv_cq, wc);
     }
     accepted(qp, sh, psn, last, repr.bth.ack_req);
-}
-
-/// SEND_WITH_INV: the named region of this QP's PD stops accepting its key.
-/// False when there is no such region in the PD. (This engine has no memory
-/// windows or fast-registration MRs, so any MR of the PD can be invalidated;
-/// on rxe only those can.)
-fn invalidate(qp: &Qp, sh: &mut EngineState, rkey: u32) -> bool {
-    sh.mrs.invalidate(rkey, qp.init.pd)
 }
 
 fn write(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, payload: &[u8]) {
@@ -284,7 +303,7 @@ fn write(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, payl
     }
     if !payload.is_empty() && sh.mrs.write_remote(reth.rkey, qp.init.pd, reth.va + u64::from(offset), payload).is_err()
     {
-        // Deregistered or invalidated since the message's first packet.
+        // Deregistered or re-registered since the message's first packet.
         fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
         return;
     }
@@ -315,7 +334,7 @@ fn read(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr) {
     let msn = qp.resp.next_msn();
     let res = Resource { first_psn: psn, last_psn: psn + (npkts - 1), msn, kind: ResourceKind::Read { reth } };
     qp.resp.add_resource(res, qp.attr.max_dest_rd_atomic);
-    qp.resp.responses.push_back(Response::Read { res, start: psn, next: psn });
+    qp.resp.responses.push_back(Response::Read { res, start: psn, next: psn, replay: false });
     qp.resp.psn = psn + npkts;
 }
 
@@ -338,7 +357,7 @@ fn atomic(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr) {
     let msn = qp.resp.next_msn();
     let res = Resource { first_psn: psn, last_psn: psn, msn, kind: ResourceKind::Atomic { orig } };
     qp.resp.add_resource(res, qp.attr.max_dest_rd_atomic);
-    qp.resp.responses.push_back(Response::Atomic { psn, msn, orig });
+    qp.resp.responses.push_back(Response::Atomic { psn, msn, orig, replay: false });
     qp.resp.psn = psn.next();
 }
 
@@ -392,6 +411,6 @@ fn placed(qp: &mut Qp, psn: Psn) {
     let msn = qp.resp.next_msn();
     let res = Resource { first_psn: psn, last_psn: psn, msn, kind: ResourceKind::Placed };
     qp.resp.add_resource(res, qp.attr.max_dest_rd_atomic);
-    qp.resp.responses.push_back(Response::Placed { psn, msn });
+    qp.resp.responses.push_back(Response::Placed { psn, msn, replay: false });
     qp.resp.psn = psn.next();
 }

@@ -7,7 +7,7 @@ use super::{check_rkey, InMessage};
 use crate::engine::qp::Qp;
 use crate::engine::status::WcStatus;
 use crate::engine::wr::{AccessFlags, WcFlags, WcOpcode, WorkCompletion};
-use crate::engine::EngineState;
+use crate::engine::{Counter, EngineState, Event, UC_RKEY_VIOLATION_LIMIT};
 use crate::wire::{Position, RoceRepr};
 
 pub(super) fn on_request(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, payload: &[u8]) {
@@ -40,6 +40,21 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pay
         Kind::Send(pos) => send(qp, sh, repr, pos, payload),
         Kind::Write(pos) => write(qp, sh, repr, pos, payload),
         _ => drop_message(qp, sh),
+    }
+}
+
+/// A WRITE refused for its key. UC has no NAK to tell the sender (IBTA:
+/// silently dropped), so a peer could guess keys forever, each guess one
+/// packet: every refusal is counted, and past
+/// [`UC_RKEY_VIOLATION_LIMIT`] the QP goes to ERR with an access error
+/// event, as an RC QP does at the first.
+fn rkey_violation(qp: &mut Qp, sh: &mut EngineState) {
+    sh.counters.inc(Counter::RkeyViolation);
+    qp.resp.uc_rkey_violations += 1;
+    if qp.resp.uc_rkey_violations > UC_RKEY_VIOLATION_LIMIT {
+        sh.counters.inc(Counter::UcRkeyLimit);
+        sh.events.push_back(Event::QpAccessError { qpn: qp.qpn });
+        qp.enter_error(sh);
     }
 }
 
@@ -87,6 +102,7 @@ fn write(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, payl
         let Some(reth) = repr.reth else { return };
         if check_rkey(qp, sh, reth.rkey, reth.va, reth.dma_len.into(), AccessFlags::REMOTE_WRITE).is_err() {
             qp.resp.drop_msg = true;
+            rkey_violation(qp, sh);
             return;
         }
         qp.resp.msg = InMessage::Write { reth, offset: 0 };
@@ -101,7 +117,7 @@ fn write(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, payl
     }
     if !payload.is_empty() && sh.mrs.write_remote(reth.rkey, qp.init.pd, reth.va + u64::from(offset), payload).is_err()
     {
-        // Deregistered or invalidated since the message's first packet: UC
+        // Deregistered or re-registered since the message's first packet: UC
         // drops the rest of the message.
         drop_message(qp, sh);
         return;

@@ -11,8 +11,11 @@ use crate::wire::RoceRepr;
 pub(super) fn on_request(qp: &mut Qp, sh: &mut EngineState, meta: &RxMeta, repr: &RoceRepr, payload: &[u8]) {
     let Some(deth) = repr.deth else { return };
     // A UD QP takes only messages sent with its Q_Key, and none above the MTU.
-    if deth.qkey != qp.attr.qkey || payload.len() > qp.mtu(sh.port_mtu) as usize {
-        return;
+    if deth.qkey != qp.attr.qkey {
+        return sh.counters.inc(crate::engine::Counter::QkeyViolation);
+    }
+    if payload.len() > qp.mtu(sh.port_mtu) as usize {
+        return sh.counters.inc(crate::engine::Counter::RcvdMalformed);
     }
     let Some(wr) = qp.take_recv(sh) else { return };
     let grh = grh(meta.src_gid, meta.dst_gid, payload.len());
