@@ -34,14 +34,15 @@ impl Pd {
         self.0.pd
     }
 
-    /// Registers a new zeroed buffer of `len` bytes (`ibv_reg_mr`).
+    /// Registers a new zeroed buffer of `len` bytes (`ibv_reg_mr`). Peers
+    /// name it by a random page-aligned address ([`Mr::addr`]), not by where
+    /// it lies in this process: they learn nothing of its memory layout.
     pub fn reg_mr(&self, len: usize, access: AccessFlags) -> Result<Mr, Error> {
         if len == 0 {
             return Err(Error::InvalidValue { verb: "ibv_reg_mr", what: "length 0".into() });
         }
         let buffer = AppBuffer::new(len);
-        // The buffer never moves or grows, so its address names it, as on a NIC.
-        let iova = buffer.as_ptr() as u64;
+        let iova = self.context().driver().lock().engine.random_iova(len as u64);
         self.reg_user_mr(buffer.region(), iova, access)
     }
 

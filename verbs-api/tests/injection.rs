@@ -152,3 +152,35 @@ fn an_unprivileged_socket_cannot_write_into_a_connection() {
     assert!(wait_until(|| &target.to_vec()[..16] == FORGED), "the control WRITE did not land");
     assert_eq!(b.counters().get(Counter::RcvdBadSrc), 1);
 }
+
+/// SECURITY-NOTES test 11: a region the library allocates is named by a
+/// random page-aligned address, other each time a device is opened without
+/// a seed; the process's heap addresses mean nothing to a peer.
+#[test]
+fn regions_are_named_by_random_addresses_not_heap_pointers() {
+    let net = TestNet::new();
+    let (a, b) = (Device::open(&net.udp(1)).unwrap(), Device::open(&net.udp(2)).unwrap());
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+    let target = b.alloc_pd().reg_mr(4096, access).unwrap();
+    let again = Device::open(&net.udp(3)).unwrap().alloc_pd().reg_mr(4096, access).unwrap();
+    assert_eq!(target.addr() % 4096, 0);
+    assert_ne!(target.addr(), again.addr(), "two devices chose one address");
+    // An address of this process's heap, where the region's bytes would be.
+    let heap = uroce_stack::memory::AppBuffer::new(4096);
+    let heap_addr = heap.as_ptr() as u64;
+    assert_ne!(target.addr(), heap_addr);
+
+    let (a_cq, b_cq) = (a.create_cq(8, None).unwrap(), b.create_cq(8, None).unwrap());
+    let a_qp = a.alloc_pd().create_qp(&QpInit::rc(&a_cq, &a_cq)).unwrap();
+    let b_qp = target.pd().create_qp(&QpInit::rc(&b_cq, &b_cq)).unwrap();
+    a_qp.connect(&ConnectAttr::new(b_qp.qp_num(), b_qp.initial_psn(), Gid::from_ipv4(net.ip(2).octets()))).unwrap();
+    b_qp.connect(&ConnectAttr::new(a_qp.qp_num(), a_qp.initial_psn(), Gid::from_ipv4(net.ip(1).octets()))).unwrap();
+    let src = a_qp.pd().reg_mr(8, AccessFlags::LOCAL_WRITE).unwrap();
+    let write = |id, addr| {
+        let wr = SendWr::new(id, WrOp::RdmaWrite { remote_addr: addr, rkey: target.rkey() }, vec![src.sge(0, 8)]);
+        a_qp.post_send(&wr).unwrap();
+        a_cq.wait_one(T).unwrap().status
+    };
+    assert_eq!(write(1, target.addr()), WcStatus::Success);
+    assert_eq!(write(2, heap_addr), WcStatus::RemAccessErr);
+}

@@ -341,6 +341,21 @@ impl Engine {
         self.rng.gen::<u32>() & Psn::MASK
     }
 
+    /// A random page-aligned I/O virtual address for a region of `len`
+    /// bytes, for regions whose address is the library's to choose: a peer
+    /// that learns it learns nothing of the process's memory layout
+    /// (ReDMArk's V4: consecutive regions at guessable heap addresses).
+    pub fn random_iova(&mut self, len: u64) -> u64 {
+        loop {
+            // Below 2^63 and page-aligned, so that `iova + len` never wraps
+            // and alignment within the region is the buffer's own.
+            let a = self.rng.gen::<u64>() >> 1 & !0xfff;
+            if a != 0 && a.checked_add(len).is_some() {
+                return a;
+            }
+        }
+    }
+
     /// A seed for another generator of this port (the CM's), drawn from the
     /// engine's stream: as secret, or as reproducible, as the engine's.
     pub fn derive_seed(&mut self) -> Seed {
