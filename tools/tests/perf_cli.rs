@@ -542,3 +542,25 @@ fn port_in_use_is_named() {
     let expected = format!("cannot listen on TCP port {port}: it is in use");
     assert!(r.0 == 1 && r.2.contains(&expected), "{}", r.2);
 }
+
+/// `--auth-key`: the authenticated mode runs end to end (both ends of
+/// --loopback take the key), and what it cannot do is refused.
+#[test]
+fn the_authenticated_mode_runs_and_says_what_it_cannot_do() {
+    let net = TestNet::new();
+    let key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    let out = loopback(&net, "write_bw", &["-n", "200", "--auth-key", key, "--stats"]);
+    let text = ok(&out);
+    let count = |name: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name} in {text}"));
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    assert_eq!(count("auth_bad_mac"), 0);
+    assert!(count("rcvd_pkts") > 0);
+    let bad = loopback(&net, "write_bw", &["--auth-key", "123"]);
+    assert_ne!(bad.0, 0);
+    assert!(bad.2.contains("give 64 hex digits"), "{}", bad.2);
+    let ud = loopback(&net, "send_bw", &["-c", "UD", "--auth-key", key]);
+    assert_ne!(ud.0, 0);
+    assert!(ud.2.contains("the authenticated mode is for RC and UC QPs, not UD"), "{}", ud.2);
+}

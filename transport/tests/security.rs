@@ -410,3 +410,207 @@ fn a_packet_to_another_gid_of_ours_is_dropped() {
     p.sim.inject(1, &pkt);
     assert_eq!(read_mr(&p.sim.engines[1], p.dst, 0, 8), vec![0xee; 8], "the same packet to the QP's GID lands");
 }
+
+// The authenticated mode (SECURITY-NOTES test 14).
+
+/// A pair whose QPs both have `keys` (or none), over `link`.
+fn auth_pair(qp_type: QpType, keys: [Option<[u8; 32]>; 2], link: uroce_transport::sim::LinkConfig) -> Pair {
+    auth_pair_from(qp_type, keys, link, None)
+}
+
+fn auth_pair_from(
+    qp_type: QpType,
+    keys: [Option<[u8; 32]>; 2],
+    link: uroce_transport::sim::LinkConfig,
+    start_psn: Option<u32>,
+) -> Pair {
+    let o = QpOptions { start_psn, ..QpOptions::new(qp_type, Mtu::Mtu1024) };
+    let mut sim = uroce_transport::sim::Sim::new(15, link);
+    let a = create_endpoint(&mut sim.engines[0], &o, None, None);
+    let b = create_endpoint(&mut sim.engines[1], &o, None, None);
+    for (node, (ep, key)) in [(a, keys[0]), (b, keys[1])].into_iter().enumerate() {
+        if let Some(k) = key {
+            sim.engines[node].set_qp_auth_key(ep.qpn, k).unwrap();
+        }
+    }
+    Pair::connect(sim, a, b, &o).with_regions((0..=255).cycle().take(65536).collect(), vec![0; 65536])
+}
+
+/// Every packet node 0 sends to node 1 from now on, as bytes.
+fn tap_to_b(p: &mut Pair) -> std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>> {
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let l = log.clone();
+    p.sim.tap = Some(Box::new(move |to, data| {
+        if to == 1 {
+            l.lock().unwrap().push(data.to_vec())
+        }
+    }));
+    log
+}
+
+fn wr(id: u64, op: WrOp, off: u64, len: u32, lkey: u32) -> SendWr {
+    let mut wr = SendWr::new(id, op, vec![Sge { addr: Pair::SRC_ADDR + off, length: len, lkey }]);
+    wr.flags = uroce_transport::engine::SendFlags::SIGNALED;
+    wr
+}
+
+const KEY: [u8; 32] = [0x42; 32];
+
+/// Authenticated RC under loss, duplication and reordering: SENDs, WRITEs,
+/// READs and atomics complete and land as without the mode; each packet
+/// carries the tag (AUTH_TAG_LEN bytes more).
+#[test]
+fn authenticated_rc_works_under_loss() {
+    let link = uroce_transport::sim::LinkConfig {
+        loss: 0.05,
+        duplicate: 0.02,
+        reorder: 0.05,
+        ..uroce_transport::sim::LinkConfig::clean()
+    };
+    let mut p = auth_pair(QpType::Rc, [Some(KEY), Some(KEY)], link);
+    let key = p.reg_mr(1, 0x4_0000, vec![0; 8192], REGION_ACCESS);
+    for i in 0..8 {
+        let sge = Sge { addr: 0x4_0000 + i * 1024, length: 1024, lkey: key };
+        p.sim.engines[1].post_recv(p.b.qpn, uroce_transport::engine::RecvWr { wr_id: i, sg_list: vec![sge] }).unwrap();
+    }
+    let (src, dst) = (p.src, p.dst);
+    let mut n = 0;
+    for i in 0..8u64 {
+        let ops = [
+            WrOp::RdmaWrite { remote_addr: Pair::DST_ADDR + i * 4096, rkey: dst },
+            WrOp::Send,
+            WrOp::RdmaRead { remote_addr: Pair::DST_ADDR + i * 4096, rkey: dst },
+            WrOp::AtomicFetchAdd { remote_addr: Pair::DST_ADDR + 60_000 + i * 8, rkey: dst, add: 5 },
+        ];
+        for op in ops {
+            let len = match op {
+                WrOp::AtomicFetchAdd { .. } => 8,
+                WrOp::Send => 1000,
+                _ => 3000,
+            };
+            let off = match op {
+                WrOp::RdmaRead { .. } => 32_768 + i * 4096,
+                WrOp::AtomicFetchAdd { .. } => 61_440 + i * 8,
+                _ => i * 4096,
+            };
+            p.sim.engines[0].post_send(p.a.qpn, wr(n, op, off, len, src)).unwrap();
+            n += 1;
+        }
+    }
+    let done = p.sim.run_until(10_000_000, Duration::from_secs(60), |s| s.engines[0].cq_len(p.a.send_cq) == n as usize);
+    assert!(done);
+    let wcs = poll_all(&mut p.sim.engines[0], p.a.send_cq);
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+    let sent = read_mr(&p.sim.engines[0], src, 4096, 3000);
+    assert!(read_mr(&p.sim.engines[1], dst, 4096, 3000) == sent, "a WRITE did not land");
+    assert!(read_mr(&p.sim.engines[0], src, 32_768 + 4096, 3000) == sent, "a READ read something else");
+    let counter = read_mr(&p.sim.engines[1], dst, 60_000 + 8, 8);
+    assert_eq!(u64::from_le_bytes(counter.try_into().unwrap()), 5, "one FETCH_ADD, applied once");
+    assert_eq!(poll_all(&mut p.sim.engines[1], p.b.recv_cq).len(), 8);
+    for e in &p.sim.engines {
+        assert_eq!(e.counters().get(Counter::AuthBadMac), 0);
+    }
+}
+
+/// One flipped bit anywhere in a packet (the ICRC recomputed by the
+/// forger, so it passes the link) gets it dropped and counted; the real
+/// packet after it is taken.
+#[test]
+fn an_authenticated_packet_with_one_bit_flipped_is_dropped() {
+    let mut p = auth_pair(QpType::Rc, [Some(KEY), Some(KEY)], uroce_transport::sim::LinkConfig::clean());
+    let (src, dst) = (p.src, p.dst);
+    p.sim.engines[0]
+        .post_send(p.a.qpn, wr(1, WrOp::RdmaWrite { remote_addr: Pair::DST_ADDR, rkey: dst }, 0, 64, src))
+        .unwrap();
+    let pkt = drain_packets(&mut p.sim.engines[0]).pop().unwrap();
+    let plain = 12 + 16 + 64 + 4;
+    assert_eq!(pkt.len(), plain + uroce_transport::engine::AUTH_TAG_LEN, "the tag is in the packet");
+    let body = pkt.len() - 4;
+    let bits: Vec<usize> = (0..body * 8).step_by(7).collect();
+    for &bit in &bits {
+        let mut forged = pkt.clone();
+        forged[bit / 8] ^= 1 << (bit % 8);
+        p.sim.inject(1, &forged);
+    }
+    let e = &p.sim.engines[1];
+    // A flip in the destination QPN finds no QP (or one without the key).
+    let c = e.counters();
+    let dropped = c.get(Counter::AuthBadMac) + c.get(Counter::RcvdUnknownQpn);
+    assert_eq!(dropped, bits.len() as u64);
+    assert!(c.get(Counter::AuthBadMac) > bits.len() as u64 * 9 / 10);
+    assert!(read_mr(e, dst, 0, 64) == vec![0; 64], "a changed packet was executed");
+    p.sim.inject(1, &pkt);
+    assert_eq!(read_mr(&p.sim.engines[1], dst, 0, 64), read_mr(&p.sim.engines[0], src, 0, 64));
+}
+
+/// A recorded packet sent again is never executed: RC takes it for the
+/// duplicate it is (acknowledged, not written again); UC, which has no
+/// duplicates, drops it (auth_replay).
+#[test]
+fn a_replayed_authenticated_packet_is_never_executed() {
+    for qp_type in [QpType::Rc, QpType::Uc] {
+        let mut p = auth_pair(qp_type, [Some(KEY), Some(KEY)], uroce_transport::sim::LinkConfig::clean());
+        let (src, dst) = (p.src, p.dst);
+        let log = tap_to_b(&mut p);
+        let write = |p: &mut Pair, id, off| {
+            let op = WrOp::RdmaWrite { remote_addr: Pair::DST_ADDR, rkey: dst };
+            p.sim.engines[0].post_send(p.a.qpn, wr(id, op, off, 16, src)).unwrap();
+            p.sim.run_until(100_000, Duration::from_millis(10), |_| false);
+        };
+        write(&mut p, 1, 0);
+        let first = log.lock().unwrap().last().unwrap().clone();
+        write(&mut p, 2, 100);
+        let now = read_mr(&p.sim.engines[1], dst, 0, 16);
+        assert_eq!(now, read_mr(&p.sim.engines[0], src, 100, 16));
+        p.sim.inject(1, &first);
+        assert_eq!(read_mr(&p.sim.engines[1], dst, 0, 16), now, "{qp_type:?}: the replay was executed");
+        let c = p.sim.engines[1].counters();
+        match qp_type {
+            QpType::Uc => assert_eq!(c.get(Counter::AuthReplay), 1),
+            _ => assert_eq!(c.get(Counter::DuplicateRequest), 1),
+        }
+    }
+}
+
+/// Keys that differ (or a peer without the mode) exchange nothing.
+#[test]
+fn authenticated_qps_with_other_keys_take_nothing() {
+    for keys in [[Some(KEY), Some([7; 32])], [Some(KEY), None]] {
+        let mut p = auth_pair(QpType::Rc, keys, uroce_transport::sim::LinkConfig::clean());
+        let (src, dst) = (p.src, p.dst);
+        let op = WrOp::RdmaWrite { remote_addr: Pair::DST_ADDR, rkey: dst };
+        p.sim.engines[0].post_send(p.a.qpn, wr(1, op, 0, 16, src)).unwrap();
+        p.sim.run_until(1_000_000, Duration::from_secs(30), |s| s.engines[0].cq_len(p.a.send_cq) == 1);
+        assert_eq!(poll_all(&mut p.sim.engines[0], p.a.send_cq)[0].status, WcStatus::RetryExcErr, "{keys:?}");
+        assert_eq!(read_mr(&p.sim.engines[1], dst, 0, 16), vec![0; 16]);
+    }
+}
+
+/// UD has no peer to share a key with; a QP past INIT is too late.
+#[test]
+fn the_authenticated_mode_is_for_rc_and_uc_before_rtr() {
+    let mut p = Pair::new(16, &QpOptions::new(QpType::Ud, Mtu::Mtu1024));
+    assert_eq!(p.sim.engines[0].set_qp_auth_key(p.a.qpn, KEY), Err(uroce_transport::engine::Error::AuthNotForUd));
+    let mut p = rc_pair();
+    let err = p.sim.engines[0].set_qp_auth_key(p.a.qpn, KEY).unwrap_err();
+    assert!(matches!(err, uroce_transport::engine::Error::InvalidState { .. }), "{err}");
+    let _ = &mut p;
+}
+
+/// The MAC covers the 64-bit PSN: across the 24-bit wrap, both ends agree
+/// on it (under loss, with retransmissions on both sides of the wrap).
+#[test]
+fn authenticated_traffic_crosses_the_psn_wrap() {
+    let link = uroce_transport::sim::LinkConfig { loss: 0.05, ..uroce_transport::sim::LinkConfig::clean() };
+    let mut p = auth_pair_from(QpType::Rc, [Some(KEY), Some(KEY)], link, Some(0xff_ffe0));
+    let (src, dst) = (p.src, p.dst);
+    for i in 0..32u64 {
+        let op = WrOp::RdmaWrite { remote_addr: Pair::DST_ADDR + i * 2048, rkey: dst };
+        p.sim.engines[0].post_send(p.a.qpn, wr(i, op, i * 2048, 2048, src)).unwrap();
+    }
+    let done = p.sim.run_until(10_000_000, Duration::from_secs(60), |s| s.engines[0].cq_len(p.a.send_cq) == 32);
+    assert!(done);
+    assert!(poll_all(&mut p.sim.engines[0], p.a.send_cq).iter().all(|w| w.status == WcStatus::Success));
+    assert!(read_mr(&p.sim.engines[1], dst, 0, 65536) == read_mr(&p.sim.engines[0], src, 0, 65536));
+    assert!(p.sim.engines[1].query_qp(p.b.qpn).unwrap().rq_psn < 0x100, "the PSNs wrapped");
+}

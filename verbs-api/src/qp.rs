@@ -186,6 +186,16 @@ impl Qp {
         self.0.initial_psn
     }
 
+    /// uroce's authenticated mode (not in libibverbs): every packet of this
+    /// RC or UC QP carries a MAC under `key` and every packet it takes must,
+    /// so that nobody without the key can forge, change or replay one (see
+    /// docs/SECURITY.md). The peer's QP needs the same key; an rxe or RNIC
+    /// peer cannot take part. Set it in RESET or INIT, before connecting.
+    pub fn set_auth_key(&self, key: [u8; 32]) -> Result<(), Error> {
+        let driver = self.0.pd.context().driver();
+        driver.post(|e| e.set_qp_auth_key(self.0.qpn, key)).map_err(Error::engine("set_auth_key"))
+    }
+
     /// `ibv_modify_qp`: a wrong transition or mask is an error naming the
     /// states and attributes involved.
     pub fn modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<(), Error> {

@@ -50,10 +50,36 @@ pub struct PerfArgs {
     /// the link; the default with -e)
     #[arg(long, value_enum, value_name = "MODE")]
     pub progress: Option<ProgressMode>,
+    /// uroce's authenticated mode: a MAC under this key (64 hex digits, the same at both ends) in every
+    /// packet of the test's QPs; a uroce peer only, RC and UC, without -R (docs/SECURITY.md)
+    #[arg(long, value_name = "HEX", value_parser = parse_key)]
+    pub auth_key: Option<[u8; 32]>,
     #[command(flatten)]
     pub flags: Box<PerftestFlags>,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+fn parse_key(s: &str) -> Result<[u8; 32], String> {
+    let bad = || format!("'{s}': give 64 hex digits (32 bytes), e.g. from `openssl rand -hex 32`");
+    if s.len() != 64 || !s.is_ascii() {
+        return Err(bad());
+    }
+    let mut key = [0u8; 32];
+    for (i, b) in key.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(key)
+}
+
+/// perftest's parameters from the flags, with uroce's own on top.
+fn resolve(args: &PerfArgs, host: Option<String>) -> Result<Params, String> {
+    let mut p = Params::resolve(args.test, host, &args.flags)?;
+    if args.auth_key.is_some() && p.comm_rdma_cm {
+        return Err("--auth-key with -R: rdma_cm does not agree keys yet; connect without -R".into());
+    }
+    p.auth_key = args.auth_key;
+    Ok(p)
 }
 
 pub fn run(args: &PerfArgs) -> ExitCode {
@@ -71,7 +97,7 @@ fn run_args(args: &PerfArgs) -> Result<(), String> {
     if args.loopback.loopback {
         return run_loopback(args);
     }
-    let p = Params::resolve(args.test, args.host.clone(), &args.flags)?;
+    let p = resolve(args, args.host.clone())?;
     let ctx = args.common.open(progress(args)?, None)?;
     let conn = match &p.servername {
         _ if p.comm_rdma_cm => Connector::RdmaCm { host: p.servername.clone(), port: p.port() },
@@ -128,7 +154,7 @@ fn run_loopback(args: &PerfArgs) -> Result<(), String> {
     if let Some(host) = &args.host {
         return Err(format!("--loopback runs both ends here: give no host (not {host})"));
     }
-    let mut server_p = Params::resolve(args.test, None, &args.flags)?;
+    let mut server_p = resolve(args, None)?;
     // The client's report is the one printed and saved.
     server_p.out_json = None;
     let (client_common, server_common) = loopback::ends(&args.common, &args.loopback)?;
@@ -143,7 +169,7 @@ fn run_loopback(args: &PerfArgs) -> Result<(), String> {
         let host = "127.0.0.1".to_string();
         (Connector::Listen(listener), host.clone(), Connector::Connect { host, port })
     };
-    let client_p = Params::resolve(args.test, Some(host), &args.flags)?;
+    let client_p = resolve(args, Some(host))?;
     // What depends on the devices, checked for both before either end starts.
     session::choose_gid(&client_ctx, &client_p)?;
     session::choose_gid(&server_ctx, &server_p).map_err(|e| format!("server: {e}"))?;

@@ -62,6 +62,8 @@ pub struct Params {
     pub rdma_cm: bool,
     /// `-z`, or `-R`: the exchange runs over an rdma_cm connection (`use_rdma_cm`).
     pub comm_rdma_cm: bool,
+    /// uroce's authenticated mode: the key both ends' QPs use (`--auth-key`).
+    pub auth_key: Option<[u8; 32]>,
     /// `--retry_count` of the rdma_cm connections.
     pub retry_count: u8,
     /// What perftest prints while parsing (warnings), to print first, each
@@ -173,6 +175,7 @@ impl Params {
             duration: None,
             margin: None,
             run_all: false,
+            auth_key: None,
             report_gbits: false,
             out_json: None,
             histogram: false,

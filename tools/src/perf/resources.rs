@@ -167,6 +167,9 @@ impl Resources {
 
     fn create_qp(&self, p: &Params) -> Result<Qp, String> {
         let qp = self.pd.create_qp(&self.qp_init(p)).map_err(|e| e.to_string())?;
+        if let Some(key) = p.auth_key {
+            qp.set_auth_key(key).map_err(|e| format!("--auth-key: {e}"))?;
+        }
         let mut attr = QpAttr { qp_state: QpState::Init, pkey_index: 0, port_num: 1, ..QpAttr::default() };
         let mut mask = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
         if p.conn == Conn::Ud {

@@ -48,6 +48,8 @@ counters! {
     UcRkeyLimit = "uc_rkey_limit", "UC QPs moved to ERR after too many R_Key violations (UC_RKEY_VIOLATION_LIMIT).";
     RdAtomicRefused = "rd_atomic_refused", "READ and atomic requests beyond max_dest_rd_atomic outstanding, NAKed as invalid requests.";
     RemoteInvRefused = "remote_inv_refused", "SEND_WITH_INV naming a key that may not be invalidated remotely, NAKed.";
+    AuthBadMac = "auth_bad_mac", "Dropped: a packet for an authenticated QP whose tag does not match (forged, changed or from another key).";
+    AuthReplay = "auth_replay", "Dropped: a UC packet for an authenticated QP with a PSN it took already (a replay).";
 }
 
 impl Counter {
@@ -85,6 +87,6 @@ mod test {
         assert_eq!(all[0], ("sent_pkts", 0));
         assert_eq!(all[4], ("rcvd_rnr_err", 1));
         assert_eq!(all[Counter::RXE_COUNT - 1].0, "rdma_recvs");
-        assert_eq!(all.len(), Counter::RXE_COUNT + 10);
+        assert_eq!(all.len(), Counter::RXE_COUNT + 12);
     }
 }

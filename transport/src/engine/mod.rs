@@ -24,6 +24,8 @@
 //! flags) and a failed check is a completion status or a NAK, never a panic.
 
 mod attr;
+mod auth;
+pub use auth::AUTH_TAG_LEN;
 mod completer;
 mod counters;
 mod cq;
@@ -65,8 +67,9 @@ use std::collections::{BTreeMap, VecDeque};
 use timer::{Timer, TimerIndex};
 
 /// The longest packet the engine emits: BTH, the largest header set, 4096
-/// bytes of data, pad and ICRC. Buffers given to `poll_transmit` need this.
-pub const MAX_PACKET_LEN: usize = 12 + 28 + 16 + 8 + 4096 + 4;
+/// bytes of data, pad, the authenticated mode's tag and ICRC. Buffers given
+/// to `poll_transmit` need this.
+pub const MAX_PACKET_LEN: usize = 12 + 28 + 16 + 8 + 4096 + AUTH_TAG_LEN + 4;
 
 /// The 40 bytes in front of the data of every UD receive.
 pub const GRH_LEN: usize = 40;
@@ -190,6 +193,8 @@ pub enum Error {
     InvalidAccess(AccessFlags),
     /// The GSI QP (QP1) exists already: an engine has one.
     GsiQpExists,
+    /// The authenticated mode is for RC and UC QPs only.
+    AuthNotForUd,
     Modify(ModifyError),
 }
 
@@ -209,6 +214,7 @@ impl fmt::Display for Error {
             Error::MissingUdDest => write!(f, "a UD send needs a destination (address handle, QPN, Q_Key)"),
             Error::InvalidAccess(a) => write!(f, "access {a:?}: remote write or atomic needs local write"),
             Error::GsiQpExists => write!(f, "QP1 (the GSI QP) exists already"),
+            Error::AuthNotForUd => write!(f, "the authenticated mode is for RC and UC QPs, not UD"),
             Error::Modify(e) => write!(f, "{e}"),
         }
     }
@@ -266,9 +272,12 @@ fn from_peer(qp: &Qp, meta: &RxMeta, gid_table: &[Option<Gid>]) -> bool {
     if qp.qp_type() == QpType::Ud {
         return true;
     }
-    let av = &qp.attr.ah_attr;
-    let own = gid_table.get(usize::from(av.sgid_index)).copied().flatten();
-    meta.src_gid == av.dgid && own == Some(meta.dst_gid)
+    meta.src_gid == qp.attr.ah_attr.dgid && own_gid(qp, gid_table) == Some(meta.dst_gid)
+}
+
+/// The GID QP `qp` was connected from (its `sgid_index`).
+fn own_gid(qp: &Qp, gid_table: &[Option<Gid>]) -> Option<Gid> {
+    gid_table.get(usize::from(qp.attr.ah_attr.sgid_index)).copied().flatten()
 }
 
 /// The engine: every QP, CQ, SRQ and memory region of one device port.
@@ -283,6 +292,8 @@ pub struct Engine {
     sched: sched::TxSchedule,
     /// The port's GIDs by index (`sgid_index`); entry 0 is `config.gid`.
     gid_table: Vec<Option<Gid>>,
+    /// QPs ever put in the authenticated mode: while 0, its checks cost nothing.
+    auth_qps: usize,
 }
 
 /// What a region may be registered with: remote writes and atomics change
@@ -317,6 +328,7 @@ impl Engine {
             next_handle: 1,
             sched: sched::TxSchedule::default(),
             gid_table: vec![Some(config.gid)],
+            auth_qps: 0,
         }
     }
 
@@ -550,7 +562,30 @@ impl Engine {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
         let to = state::check_modify(qp.qp_type(), qp.state(), attr, mask)?;
         modify::apply(qp, &mut self.sh, attr, mask, to);
+        if let Some(auth) = qp.auth.as_mut() {
+            let psn = |bit: QpAttrMask, p: u32| mask.contains(bit).then(|| Psn::new(p));
+            auth.restart(psn(QpAttrMask::SQ_PSN, attr.sq_psn), psn(QpAttrMask::RQ_PSN, attr.rq_psn));
+        }
         self.settle(qpn);
+        Ok(())
+    }
+
+    /// Puts QP `qpn` in the authenticated mode (uroce's own; see
+    /// `engine/auth.rs`): every packet it sends carries a MAC under `key`,
+    /// and every packet it takes must. Both ends of the connection need the
+    /// same key; interop with rxe or an RNIC needs it off. Set in RESET or
+    /// INIT, before the PSNs (RTR, RTS).
+    pub fn set_qp_auth_key(&mut self, qpn: u32, key: [u8; 32]) -> Result<(), Error> {
+        let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
+        if qp.qp_type() == QpType::Ud {
+            return Err(Error::AuthNotForUd);
+        }
+        if !matches!(qp.state(), QpState::Reset | QpState::Init) {
+            return Err(Error::InvalidState { qpn, state: qp.state(), verb: "set_qp_auth_key" });
+        }
+        let psns = (Psn::new(qp.attr.sq_psn), Psn::new(qp.attr.rq_psn));
+        qp.auth = Some(auth::Auth::new(key, psns.0, psns.1));
+        self.auth_qps += 1;
         Ok(())
     }
 
@@ -620,6 +655,7 @@ impl Engine {
     /// Takes in one received RoCEv2 UDP payload (BTH .. ICRC). The ICRC was
     /// checked below; malformed or unexpected packets are dropped.
     pub fn handle_packet(&mut self, now: Instant, meta: RxMeta, data: &[u8]) {
+        let Some(data) = self.authenticated(&meta, data) else { return };
         // `parse` checks the lengths (after it, no accessor of `pkt` panics).
         let pkt = RocePacket::new_unchecked(data);
         let counters = &mut self.sh.counters;
@@ -655,6 +691,34 @@ impl Engine {
         // `settle`, with the QP at hand rather than looked up again.
         qp.sync(&mut self.sh);
         self.settled(repr.bth.dest_qp);
+    }
+
+    /// `data` without its tag if its QP is in the authenticated mode and the
+    /// tag is good; `data` itself for other QPs (and for packets the checks
+    /// after this one drop anyway); `None`, counted, for a bad tag or a
+    /// replay.
+    fn authenticated<'a>(&mut self, meta: &RxMeta, data: &'a [u8]) -> Option<&'a [u8]> {
+        if self.auth_qps == 0 || data.len() < 12 {
+            return Some(data);
+        }
+        let qpn = u32::from_be_bytes([0, data[5], data[6], data[7]]);
+        let Some(qp) = self.qps.get_mut(&qpn) else { return Some(data) };
+        if qp.auth.is_none() || !from_peer(qp, meta, &self.gid_table) {
+            return Some(data);
+        }
+        let qp_type = qp.qp_type();
+        let auth = qp.auth.as_mut().expect("checked above");
+        match auth.open(data, meta.src_gid, meta.dst_gid, qp_type) {
+            Ok(inner) => Some(inner),
+            Err(auth::Refused::BadMac) => {
+                self.sh.counters.inc(Counter::AuthBadMac);
+                None
+            }
+            Err(auth::Refused::Replay) => {
+                self.sh.counters.inc(Counter::AuthReplay);
+                None
+            }
+        }
     }
 
     /// The engine-wide bookkeeping after any input reached QP `qpn` (a verb,
@@ -719,7 +783,15 @@ impl Engine {
         debug_assert_eq!(self.sh.inflight, self.qps.values().map(|q| q.req.counted_inflight).sum::<u32>());
         let tx = self.sched.poll(&mut self.qps, &mut self.sh, now, buf);
         self.fail_qps_that_lost_completions();
-        let tx = tx?;
+        let mut tx = tx?;
+        if self.auth_qps > 0 {
+            if let Some(qp) = self.qps.get_mut(&tx.qpn) {
+                let src = own_gid(qp, &self.gid_table).unwrap_or_default();
+                if let Some(auth) = qp.auth.as_mut() {
+                    tx.len = auth.seal(buf, tx.len, src, tx.dest_gid);
+                }
+            }
+        }
         self.sh.counters.inc(Counter::SentPkts);
         Some(tx)
     }

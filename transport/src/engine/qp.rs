@@ -155,6 +155,8 @@ pub(crate) struct Qp {
     pub rq: VecDeque<RecvWr>,
     pub resp: Responder,
     pub timers: TimerTable,
+    /// The authenticated mode's key and sequences (`super::auth`), if set.
+    pub auth: Option<super::auth::Auth>,
 }
 
 impl Qp {
@@ -168,6 +170,7 @@ impl Qp {
             rq: VecDeque::new(),
             resp: Responder::default(),
             timers: TimerTable::default(),
+            auth: None,
         }
     }
 
