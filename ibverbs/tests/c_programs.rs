@@ -28,7 +28,10 @@ fn run_c_program_with(name: &str, devices: &str, args: &[&str], env: &[(&str, &s
         );
         return None;
     }
-    let dir = std::env::temp_dir().join(format!("uroce-c-{name}-{}", std::process::id()));
+    // One directory a run: two tests may run one program at once.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let nth = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("uroce-c-{name}-{}-{nth}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(built_library(), dir.join("libibverbs.so.1")).unwrap();
     for link in ["libibverbs.so", "librdmacm.so"] {

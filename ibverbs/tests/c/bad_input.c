@@ -112,11 +112,11 @@ int main(void)
 	wc = poll_one(cq);
 	CHECK(wc.wr_id == 3 && wc.status == IBV_WC_REM_ACCESS_ERR);
 
-	/* A send queue of 2, a chain of 3 unsignaled WRITEs before any
-	 * completes: the third is refused (rxe: ENOMEM) and named. */
+	/* A send queue of 2, a chain of 3 unsignaled WRITEs: the third is
+	 * refused (rxe: ENOMEM) and named. The peer QP stays in RESET, so no
+	 * ACK can free a slot while the chain is posted. */
 	struct ibv_qp *g = rc_qp(pd, 2), *h = rc_qp(pd, 2);
 	connect_to(g, h->qp_num, gid);
-	connect_to(h, g->qp_num, gid);
 	struct ibv_send_wr chain[3];
 	for (int i = 0; i < 3; i++) {
 		chain[i] = (struct ibv_send_wr){ .wr_id = 10 + i, .sg_list = &sge, .num_sge = 1,
