@@ -170,6 +170,19 @@ pub fn source_gid(ctx: &Context, flag: &str, index: usize) -> Result<uroce_verbs
 }
 
 /// `cap.pcap` with suffix `server` -> `cap-server.pcap`.
+/// The `N` bytes written as `2 N` hex digits in `s` (a GID, a key), or
+/// `None` for anything else (another length, a non-hex or non-ASCII digit).
+pub fn hex_bytes<const N: usize>(s: &str) -> Option<[u8; N]> {
+    if s.len() != 2 * N || !s.is_ascii() {
+        return None;
+    }
+    let mut bytes = [0u8; N];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(bytes)
+}
+
 fn suffixed(p: &std::path::Path, suffix: &str) -> PathBuf {
     let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let ext = p.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();

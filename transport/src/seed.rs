@@ -39,17 +39,6 @@ impl Seed {
             Seed::Fixed(_) => Seed::Fixed(rng.gen()),
         }
     }
-
-    /// Whether runs from this seed repeat (and can be predicted).
-    pub fn is_fixed(self) -> bool {
-        matches!(self, Seed::Fixed(_))
-    }
-}
-
-impl Default for Seed {
-    fn default() -> Seed {
-        Seed::Fixed(0)
-    }
 }
 
 /// Never prints a secret seed.
@@ -59,11 +48,5 @@ impl core::fmt::Debug for Seed {
             Seed::Secret(_) => f.write_str("Seed::Secret(..)"),
             Seed::Fixed(n) => write!(f, "Seed::Fixed({n})"),
         }
-    }
-}
-
-impl From<u64> for Seed {
-    fn from(n: u64) -> Seed {
-        Seed::Fixed(n)
     }
 }

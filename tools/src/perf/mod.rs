@@ -61,15 +61,8 @@ pub struct PerfArgs {
 }
 
 fn parse_key(s: &str) -> Result<[u8; 32], String> {
-    let bad = || format!("'{s}': give 64 hex digits (32 bytes), e.g. from `openssl rand -hex 32`");
-    if s.len() != 64 || !s.is_ascii() {
-        return Err(bad());
-    }
-    let mut key = [0u8; 32];
-    for (i, b) in key.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
-    }
-    Ok(key)
+    crate::common::hex_bytes(s)
+        .ok_or_else(|| format!("'{s}': give 64 hex digits (32 bytes), e.g. from `openssl rand -hex 32`"))
 }
 
 /// perftest's parameters from the flags, with uroce's own on top.

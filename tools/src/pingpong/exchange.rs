@@ -40,14 +40,11 @@ impl Dest {
         let text = text.trim_end_matches('\0');
         let parts: Vec<&str> = text.split(':').collect();
         let bad = || format!("the peer sent {text:?}, not LID:QPN:PSN:GID: is it an ibv_*_pingpong (not perftest)?");
-        if parts.len() != 4 || parts[3].len() != 32 {
+        if parts.len() != 4 {
             return Err(bad());
         }
         let hex = |s: &str| u32::from_str_radix(s, 16).map_err(|_| bad());
-        let mut gid = [0u8; 16];
-        for (i, b) in gid.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&parts[3][2 * i..2 * i + 2], 16).map_err(|_| bad())?;
-        }
+        let gid = crate::common::hex_bytes(parts[3]).ok_or_else(bad)?;
         Ok(Dest { lid: hex(parts[0])? as u16, qpn: hex(parts[1])?, psn: hex(parts[2])?, gid: Gid(gid) })
     }
 

@@ -27,7 +27,7 @@
 
 use super::attr::QpType;
 use super::Gid;
-use crate::wire::Opcode;
+use crate::wire::Bth;
 use crate::Psn;
 
 /// The bytes a tag adds to every packet of an authenticated QP.
@@ -155,11 +155,11 @@ impl Auth {
 /// (`sending`) or receives it: requests this QP sends and the responses it
 /// receives are its own sequence; the others the peer's. Both ends thus
 /// extend a PSN from their own reference of the same sequence. Read from
-/// the BTH alone (opcode, PSN).
-fn sequence_of(bth: &[u8], sending: bool) -> (Sequence, Psn) {
-    let response = Opcode::from(bth[0]).is_response();
-    let psn = Psn::new(u32::from_be_bytes([0, bth[9], bth[10], bth[11]]));
-    (if response != sending { Sequence::Ours } else { Sequence::Peers }, psn)
+/// the BTH alone (opcode, PSN); `packet` holds at least the BTH.
+fn sequence_of(packet: &[u8], sending: bool) -> (Sequence, Psn) {
+    let bth = Bth::new_unchecked(packet);
+    let ours = bth.opcode().is_response() != sending;
+    (if ours { Sequence::Ours } else { Sequence::Peers }, bth.psn())
 }
 
 /// The 64-bit PSN nearest to `reference` whose low 24 bits are `psn`.
@@ -182,6 +182,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::wire::Opcode;
 
     #[test]
     fn extended_psns_follow_the_wrap() {

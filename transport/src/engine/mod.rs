@@ -53,7 +53,7 @@ pub use status::WcStatus;
 pub use time::{ack_timeout, rnr_timer, Instant};
 pub use wr::{AccessFlags, Gid, RecvWr, SendFlags, SendWr, Sge, UdDest, WcFlags, WcOpcode, WorkCompletion, WrOp};
 
-use crate::wire::{RocePacket, RoceRepr, Transport};
+use crate::wire::{Bth, RocePacket, RoceRepr, Transport};
 use crate::Psn;
 use crate::Seed;
 use core::fmt;
@@ -698,16 +698,13 @@ impl Engine {
     /// after this one drop anyway); `None`, counted, for a bad tag or a
     /// replay.
     fn authenticated<'a>(&mut self, meta: &RxMeta, data: &'a [u8]) -> Option<&'a [u8]> {
-        if self.auth_qps == 0 || data.len() < 12 {
+        if self.auth_qps == 0 {
             return Some(data);
         }
-        let qpn = u32::from_be_bytes([0, data[5], data[6], data[7]]);
-        let Some(qp) = self.qps.get_mut(&qpn) else { return Some(data) };
-        if qp.auth.is_none() || !from_peer(qp, meta, &self.gid_table) {
-            return Some(data);
-        }
-        let qp_type = qp.qp_type();
-        let auth = qp.auth.as_mut().expect("checked above");
+        let Ok(bth) = Bth::new_checked(data) else { return Some(data) };
+        let Some(qp) = self.qps.get_mut(&bth.dest_qp()) else { return Some(data) };
+        let (qp_type, peer) = (qp.qp_type(), from_peer(qp, meta, &self.gid_table));
+        let Some(auth) = qp.auth.as_mut().filter(|_| peer) else { return Some(data) };
         match auth.open(data, meta.src_gid, meta.dst_gid, qp_type) {
             Ok(inner) => Some(inner),
             Err(auth::Refused::BadMac) => {
