@@ -127,31 +127,14 @@ impl CommonArgs {
         self.write_stats(label, ctx, &mut std::io::stdout());
     }
 
-    /// Writes the counters (`--stats`) of one context to `out`: the engine's
-    /// (the kernel rxe's names, then uroce's drops and refusals), the CM's,
-    /// then the link's.
+    /// Writes the counters (`--stats`) of one context to `out`
+    /// ([`Context::stats`]).
     pub fn write_stats(&self, label: &str, ctx: &Context, out: &mut dyn std::io::Write) {
         if !self.stats {
             return;
         }
         let _ = writeln!(out, "--- counters{label} ---");
-        for (name, value) in ctx.counters().iter() {
-            let _ = writeln!(out, "{name:<28} {value}");
-        }
-        let cm = ctx.cm_stats();
-        for (name, value) in [("cm_rcvd_bad_src", cm.rcvd_bad_src), ("cm_req_refused", cm.req_refused)] {
-            let _ = writeln!(out, "{name:<28} {value}");
-        }
-        let s = ctx.link_stats();
-        let link = [
-            ("link_tx_packets", s.tx_packets),
-            ("link_rx_packets", s.rx_packets),
-            ("link_rx_icrc_bad", s.rx_icrc_bad),
-            ("link_rx_malformed", s.rx_malformed),
-            ("link_tx_dropped", s.tx_dropped),
-            ("link_neighbours_unresolved", s.neighbours_unresolved),
-        ];
-        for (name, value) in link {
+        for (name, value) in ctx.stats() {
             let _ = writeln!(out, "{name:<28} {value}");
         }
     }

@@ -4,7 +4,7 @@ use crate::common::CommonArgs;
 use clap::Args;
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use uroce_verbs::{devices, Context, Mtu, Progress};
+use uroce_verbs::{device_counters, devices, Context, Mtu, Progress};
 
 #[derive(Args, Debug, Clone)]
 pub struct DevinfoArgs {
@@ -98,7 +98,32 @@ pub fn render(ctx: &Context, verbose: bool) -> String {
         for (i, g) in ctx.link_info().gids.iter() {
             let _ = writeln!(s, "\t\t\tGID[{i:3}]:\t\t{}, RoCE v2", g);
         }
+        counters(&mut s, ctx);
     }
     let _ = writeln!(s);
     s
+}
+
+/// `-v`: the device's counters, as rxe shows its hw_counters: summed over
+/// every context of the device, in running programs and closed ones
+/// (`uroce_verbs::device_counters`), each counter this version knows
+/// first (this context's own list, all zero), then any other one found.
+fn counters(s: &mut String, ctx: &Context) {
+    let device = &ctx.link_info().name;
+    match device_counters(device) {
+        Ok((mut sums, open)) => {
+            let _ = writeln!(s, "\t\t\tcounters:\t\t{open} open context(s) in running programs, and all closed ones");
+            for (name, _) in ctx.stats() {
+                let at = sums.iter().position(|(n, _)| n == name);
+                let value = at.map_or(0, |i| sums.remove(i).1);
+                let _ = writeln!(s, "\t\t\t\t{name:<28}{value}");
+            }
+            for (name, value) in sums {
+                let _ = writeln!(s, "\t\t\t\t{name:<28}{value}");
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(s, "\t\t\tcounters:\t\tnot readable: {e}");
+        }
+    }
 }

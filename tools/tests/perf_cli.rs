@@ -544,19 +544,23 @@ fn port_in_use_is_named() {
 }
 
 /// `--auth-key`: the authenticated mode runs end to end (both ends of
-/// --loopback take the key), and what it cannot do is refused.
+/// --loopback take the key), connected by hand or through rdma_cm, and
+/// what it cannot do is refused.
 #[test]
 fn the_authenticated_mode_runs_and_says_what_it_cannot_do() {
     let net = TestNet::new();
     let key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-    let out = loopback(&net, "write_bw", &["-n", "200", "--auth-key", key, "--stats"]);
-    let text = ok(&out);
-    let count = |name: &str| -> u64 {
-        let line = text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name} in {text}"));
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
-    };
-    assert_eq!(count("auth_bad_mac"), 0);
-    assert!(count("rcvd_pkts") > 0);
+    for connect in [&[][..], &["-R"][..]] {
+        let args = [connect, &["-n", "200", "--auth-key", key, "--stats"]].concat();
+        let out = loopback(&net, "write_bw", &args);
+        let text = ok(&out);
+        let count = |name: &str| -> u64 {
+            let line = text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name} in {text}"));
+            line.split_whitespace().nth(1).unwrap().parse().unwrap()
+        };
+        assert_eq!(count("auth_bad_mac"), 0, "{connect:?}");
+        assert!(count("rcvd_pkts") > 0, "{connect:?}");
+    }
     let bad = loopback(&net, "write_bw", &["--auth-key", "123"]);
     assert_ne!(bad.0, 0);
     assert!(bad.2.contains("give 64 hex digits"), "{}", bad.2);

@@ -178,6 +178,42 @@ fn devinfo_has_ibv_devinfo_layout() {
     assert!(out.contains(" found:\n\tudp:127.0.0.1\n"), "{out}");
 }
 
+/// `devinfo -v` shows a device's counters as rxe shows its hw_counters:
+/// summed over every program that used the device (each publishes its own
+/// into the runtime directory, and adds them there when it closes).
+#[test]
+fn devinfo_v_sums_the_counters_of_every_run_on_the_device() {
+    let net = TestNet::new();
+    let dir = std::env::temp_dir().join(format!("uroce-devinfo-counters-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let with_dir = |args: &[&str]| outcome(uroce().args(args).env("UROCE_RUNTIME_DIR", &dir).output().unwrap());
+    let (dev1, dev2) = (net.udp(1), net.udp(2));
+    let mut sent_by_runs = 0;
+    for _ in 0..2 {
+        let (code, out, err) = with_dir(&["perf", "write_bw", "--loopback", "-d", &dev1, "-n", "50", "--stats"]);
+        assert_eq!(code, 0, "{err}");
+        let sent: Vec<u64> = out.lines().filter_map(|l| counter(l, "sent_pkts")).collect();
+        assert_eq!(sent.len(), 2, "one block per end:\n{out}");
+        sent_by_runs += sent.iter().sum::<u64>();
+    }
+    let shown = |dev: &str| {
+        let (code, out, err) = with_dir(&["devinfo", "-v", "-d", dev]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("\t\t\tcounters:\t\t"), "{out}");
+        counter(&out, "sent_pkts").unwrap_or_else(|| panic!("no sent_pkts in\n{out}"))
+    };
+    assert!(sent_by_runs > 0);
+    assert_eq!(shown(&dev1) + shown(&dev2), sent_by_runs, "devinfo -v sums both runs of both ends");
+    assert_eq!(shown(&net.udp(3)), 0, "a device nobody used");
+
+    // A runtime directory others may write to is not trusted.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let (code, out, _) = with_dir(&["devinfo", "-v", "-d", &dev1]);
+    assert_eq!(code, 0);
+    assert!(out.contains("counters:\t\tnot readable: ") && out.contains("is not a private directory"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn errors_name_the_cause_and_the_fix() {
     let net = TestNet::new();

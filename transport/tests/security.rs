@@ -457,7 +457,7 @@ const KEY: [u8; 32] = [0x42; 32];
 
 /// Authenticated RC under loss, duplication and reordering: SENDs, WRITEs,
 /// READs and atomics complete and land as without the mode; each packet
-/// carries the tag (AUTH_TAG_LEN bytes more).
+/// carries the trailer (AUTH_TRAILER_LEN bytes more).
 #[test]
 fn authenticated_rc_works_under_loss() {
     let link = uroce_transport::sim::LinkConfig {
@@ -523,7 +523,7 @@ fn an_authenticated_packet_with_one_bit_flipped_is_dropped() {
         .unwrap();
     let pkt = drain_packets(&mut p.sim.engines[0]).pop().unwrap();
     let plain = 12 + 16 + 64 + 4;
-    assert_eq!(pkt.len(), plain + uroce_transport::engine::AUTH_TAG_LEN, "the tag is in the packet");
+    assert_eq!(pkt.len(), plain + uroce_transport::engine::AUTH_TRAILER_LEN, "the trailer is in the packet");
     let body = pkt.len() - 4;
     let bits: Vec<usize> = (0..body * 8).step_by(7).collect();
     for &bit in &bits {

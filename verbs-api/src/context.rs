@@ -166,6 +166,14 @@ impl Context {
         self.driver().lock().engine.counters().clone()
     }
 
+    /// Every counter of the device in this process, as `--stats` prints
+    /// them: the engine's (the kernel rxe's names, then uroce's drops and
+    /// refusals), the CM's (`cm_`), the link's (`link_`). The same list is
+    /// published for [`crate::device_counters`].
+    pub fn stats(&self) -> Vec<crate::Stat> {
+        self.driver().lock().stats()
+    }
+
     /// What rdma_cm's connection manager refused: messages about a
     /// connection from another port than its peer's, REQs beyond the cap
     /// per peer. All zero before rdma_cm is first used on the device.

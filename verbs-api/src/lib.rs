@@ -61,6 +61,7 @@ pub use channel::CompChannel;
 pub use context::{Context, OpenOptions, Progress};
 pub use cq::Cq;
 pub use device::{devices, node_guid_of, Device, DeviceAttr, PortAttr, PortState};
+pub use driver::{device_counters, Stat};
 pub use error::{Error, PostError};
 pub use memory::{Ah, Mr, Pd};
 pub use qp::{ConnectAttr, Qp, QpInit};

@@ -51,7 +51,7 @@ pub struct PerfArgs {
     #[arg(long, value_enum, value_name = "MODE")]
     pub progress: Option<ProgressMode>,
     /// uroce's authenticated mode: a MAC under this key (64 hex digits, the same at both ends) in every
-    /// packet of the test's QPs; a uroce peer only, RC and UC, without -R (docs/SECURITY.md)
+    /// packet of the test's QPs; a uroce peer only, RC and UC (docs/SECURITY.md)
     #[arg(long, value_name = "HEX", value_parser = parse_key)]
     pub auth_key: Option<[u8; 32]>,
     #[command(flatten)]
@@ -68,9 +68,6 @@ fn parse_key(s: &str) -> Result<[u8; 32], String> {
 /// perftest's parameters from the flags, with uroce's own on top.
 fn resolve(args: &PerfArgs, host: Option<String>) -> Result<Params, String> {
     let mut p = Params::resolve(args.test, host, &args.flags)?;
-    if args.auth_key.is_some() && p.comm_rdma_cm {
-        return Err("--auth-key with -R: rdma_cm does not agree keys yet; connect without -R".into());
-    }
     p.auth_key = args.auth_key;
     Ok(p)
 }

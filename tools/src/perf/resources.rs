@@ -167,9 +167,7 @@ impl Resources {
 
     fn create_qp(&self, p: &Params) -> Result<Qp, String> {
         let qp = self.pd.create_qp(&self.qp_init(p)).map_err(|e| e.to_string())?;
-        if let Some(key) = p.auth_key {
-            qp.set_auth_key(key).map_err(|e| format!("--auth-key: {e}"))?;
-        }
+        set_auth_key(&qp, p)?;
         let mut attr = QpAttr { qp_state: QpState::Init, pkey_index: 0, port_num: 1, ..QpAttr::default() };
         let mut mask = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
         if p.conn == Conn::Ud {
@@ -328,6 +326,15 @@ fn to_rts(qp: &Qp, p: &Params, me: &Dest, peer: &Dest) -> Result<(), uroce_verbs
             mask | QpAttrMask::TIMEOUT | QpAttrMask::RETRY_CNT | QpAttrMask::RNR_RETRY | QpAttrMask::MAX_QP_RD_ATOMIC;
     }
     qp.modify(&attr, mask)
+}
+
+/// `--auth-key`: the QP, just created (RESET, or INIT under rdma_cm), goes
+/// into the authenticated mode before it connects.
+pub(super) fn set_auth_key(qp: &Qp, p: &Params) -> Result<(), String> {
+    match p.auth_key {
+        Some(key) => qp.set_auth_key(key).map_err(|e| format!("--auth-key: {e}")),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

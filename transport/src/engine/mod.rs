@@ -25,7 +25,7 @@
 
 mod attr;
 mod auth;
-pub use auth::AUTH_TAG_LEN;
+pub use auth::AUTH_TRAILER_LEN;
 mod completer;
 mod counters;
 mod cq;
@@ -69,7 +69,7 @@ use timer::{Timer, TimerIndex};
 /// The longest packet the engine emits: BTH, the largest header set, 4096
 /// bytes of data, pad, the authenticated mode's tag and ICRC. Buffers given
 /// to `poll_transmit` need this.
-pub const MAX_PACKET_LEN: usize = 12 + 28 + 16 + 8 + 4096 + AUTH_TAG_LEN + 4;
+pub const MAX_PACKET_LEN: usize = 12 + 28 + 16 + 8 + 4096 + AUTH_TRAILER_LEN + 4;
 
 /// The 40 bytes in front of the data of every UD receive.
 pub const GRH_LEN: usize = 40;
@@ -584,7 +584,8 @@ impl Engine {
             return Err(Error::InvalidState { qpn, state: qp.state(), verb: "set_qp_auth_key" });
         }
         let psns = (Psn::new(qp.attr.sq_psn), Psn::new(qp.attr.rq_psn));
-        qp.auth = Some(auth::Auth::new(key, psns.0, psns.1));
+        let nonce_start = self.rng.gen::<u64>();
+        qp.auth = Some(auth::Auth::new(key, nonce_start, psns.0, psns.1));
         self.auth_qps += 1;
         Ok(())
     }
@@ -704,8 +705,9 @@ impl Engine {
         let Ok(bth) = Bth::new_checked(data) else { return Some(data) };
         let Some(qp) = self.qps.get_mut(&bth.dest_qp()) else { return Some(data) };
         let (qp_type, peer) = (qp.qp_type(), from_peer(qp, meta, &self.gid_table));
+        let (from, to) = ((meta.src_gid, qp.attr.dest_qp_num), (meta.dst_gid, qp.qpn));
         let Some(auth) = qp.auth.as_mut().filter(|_| peer) else { return Some(data) };
-        match auth.open(data, meta.src_gid, meta.dst_gid, qp_type) {
+        match auth.open(data, from, to, qp_type) {
             Ok(inner) => Some(inner),
             Err(auth::Refused::BadMac) => {
                 self.sh.counters.inc(Counter::AuthBadMac);
@@ -783,9 +785,10 @@ impl Engine {
         let mut tx = tx?;
         if self.auth_qps > 0 {
             if let Some(qp) = self.qps.get_mut(&tx.qpn) {
-                let src = own_gid(qp, &self.gid_table).unwrap_or_default();
+                let from = (own_gid(qp, &self.gid_table).unwrap_or_default(), qp.qpn);
+                let to = (tx.dest_gid, qp.attr.dest_qp_num);
                 if let Some(auth) = qp.auth.as_mut() {
-                    tx.len = auth.seal(buf, tx.len, src, tx.dest_gid);
+                    tx.len = auth.seal(buf, tx.len, from, to);
                 }
             }
         }

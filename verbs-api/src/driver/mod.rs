@@ -23,6 +23,7 @@
 
 mod open;
 mod progress;
+mod published;
 mod tx;
 
 use crate::context::{OpenOptions, Progress};
@@ -42,6 +43,7 @@ use uroce_stack::link::{Link, LinkInfo, OpenedLink, RxBatch};
 use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Event, Gid, Instant, RxMeta};
 
 pub(crate) use open::{is_open, open_device};
+pub use published::{device_counters, Stat};
 
 /// Everything of one device that changes, under the driver's one lock.
 pub(crate) struct Core {
@@ -100,11 +102,16 @@ pub(crate) struct Driver {
     /// The engine's asynchronous events, on the descriptor C programs know
     /// as `context->async_fd`.
     pub async_events: EventQueue<Event>,
+    /// Where the counters go for `uroce devinfo -v` (`published`), and when
+    /// (`now()`, ns) next.
+    publisher: Mutex<Option<published::Publisher>>,
+    next_publish_ns: AtomicU64,
 }
 
 impl Driver {
     fn new(opened: OpenedLink, opts: &OpenOptions, seed: uroce_transport::Seed) -> Result<Driver, Error> {
         let OpenedLink { link, info } = opened;
+        let info_name = info.name.clone();
         let gid = info.gids.get(0).unwrap_or_default();
         let port_mtu = info.path_mtu;
         let max_inflight_psns = opts.max_inflight_psns.unwrap_or_else(|| progress::inflight_budget(&info));
@@ -132,6 +139,8 @@ impl Driver {
             last_help: AtomicU64::new(0),
             dispatching: Mutex::new(()),
             async_events: EventQueue::new("ibv_open_device")?,
+            publisher: Mutex::new(published::Publisher::new(&info_name)),
+            next_publish_ns: AtomicU64::new(0),
         })
     }
 
@@ -169,6 +178,29 @@ impl Driver {
     /// Puts events taken from the engine on their descriptor.
     fn publish(&self, events: Vec<Event>) {
         events.into_iter().for_each(|e| self.async_events.push(e));
+    }
+
+    /// Whether the counters are due to be published at `now` (a clock read
+    /// the round made anyway); if so, the next time is set.
+    fn publish_due(&self, now: Instant) -> bool {
+        let next = self.next_publish_ns.load(Ordering::Relaxed);
+        now.as_nanos() >= next
+            && self
+                .next_publish_ns
+                .compare_exchange(
+                    next,
+                    now.as_nanos() + published::PUBLISH_EVERY_NS,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+    }
+
+    /// Publishes `stats` (with the core's lock let go).
+    fn publish_stats(&self, stats: Vec<Stat>) {
+        if let Some(p) = self.publisher.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            p.publish(stats);
+        }
     }
 
     /// Wakes the progress thread: a timer may be due earlier than it planned.
@@ -231,6 +263,24 @@ impl Core {
         std::iter::from_fn(|| self.engine.poll_event()).collect()
     }
 
+    /// Every counter, as `--stats` prints them: the engine's (the kernel
+    /// rxe's names, then uroce's drops and refusals), the CM's, the link's.
+    pub fn stats(&self) -> Vec<Stat> {
+        let mut stats: Vec<Stat> = self.engine.counters().iter().collect();
+        let cm = self.qp1.as_ref().map(|q| q.cm.stats()).unwrap_or_default();
+        stats.extend([("cm_rcvd_bad_src", cm.rcvd_bad_src), ("cm_req_refused", cm.req_refused)]);
+        let s = self.link_stats();
+        stats.extend([
+            ("link_tx_packets", s.tx_packets),
+            ("link_rx_packets", s.rx_packets),
+            ("link_rx_icrc_bad", s.rx_icrc_bad),
+            ("link_rx_malformed", s.rx_malformed),
+            ("link_tx_dropped", s.tx_dropped),
+            ("link_neighbours_unresolved", s.neighbours_unresolved),
+        ]);
+        stats
+    }
+
     /// The link's counters.
     pub fn link_stats(&self) -> uroce_stack::link::LinkStats {
         self.link.stats()
@@ -266,6 +316,10 @@ impl Drop for DeviceOwner {
         }
         // The last ACKs a round held back, and QP1's last MADs, leave now.
         self.driver.close();
+        let stats = self.driver.lock().stats();
+        if let Some(p) = self.driver.publisher.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            p.close(stats);
+        }
     }
 }
 

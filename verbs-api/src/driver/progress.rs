@@ -9,7 +9,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, TryLockError};
 use std::time::Duration;
 use uroce_stack::link::LinkInfo;
-use uroce_transport::engine::Event;
 
 /// The longest a blocking progress thread sleeps with nothing due: it wakes
 /// earlier for packets, the doorbell and timers.
@@ -63,7 +62,7 @@ impl Driver {
                 n => moved += n,
             }
         }
-        let (fired, async_events, cm_events): (Vec<Fired>, Vec<Event>, bool) = {
+        let (fired, async_events, cm_events, stats) = {
             let mut core = self.lock();
             let now = self.now();
             if core.engine.poll_timeout().is_some_and(|t| t <= now) {
@@ -71,8 +70,12 @@ impl Driver {
             }
             let cm_events = core.with_qp1(|qp1, engine| qp1.serve(engine, now));
             moved += core.flush_tx(now, hold_acks);
-            (core.take_fired(), core.take_async_events(), cm_events)
+            let stats = self.publish_due(now).then(|| core.stats());
+            (core.take_fired(), core.take_async_events(), cm_events, stats)
         };
+        if let Some(stats) = stats {
+            self.publish_stats(stats);
+        }
         fired.into_iter().for_each(Fired::deliver);
         self.publish(async_events);
         if cm_events {

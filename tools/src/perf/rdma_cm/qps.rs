@@ -5,7 +5,7 @@
 use super::super::dest::Dest;
 use super::super::exchange::Comm;
 use super::super::params::Params;
-use super::super::resources::Resources;
+use super::super::resources::{set_auth_key, Resources};
 use super::{conn_param, next_event, resolve, server_addr};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -46,6 +46,7 @@ fn serve(res: &mut Resources, p: &Params, ctx: &Context) -> Result<TestConns, St
         match ev.event {
             CmEventType::ConnectRequest => {
                 let qp = ev.id.create_qp(&res.pd, &res.qp_init(p)).map_err(|e| format!("Failed to create QP: {e}"))?;
+                set_auth_key(&qp, p)?;
                 ev.id
                     .accept(Some(&conn_param(p, p.verb)))
                     .map_err(|e| format!("Failed to accept RDMA CM connection: {e}"))?;
@@ -88,6 +89,7 @@ fn dial_once(res: &mut Resources, p: &Params, ctx: &Context, dst: SocketAddr) ->
         let id = ch.create_id(PortSpace::Tcp).map_err(|e| e.to_string())?;
         resolve(&ch, &id, ctx, dst)?;
         let qp = id.create_qp(&res.pd, &res.qp_init(p)).map_err(|e| format!("Failed to create QP: {e}"))?;
+        set_auth_key(&qp, p)?;
         id.connect(&conn_param(p, p.verb)).map_err(|e| format!("Failed to connect through RDMA CM: {e}"))?;
         res.qps.push(qp);
         ids.push(id);
