@@ -61,6 +61,17 @@ enum Made {
 }
 
 pub static EVENT_CHANNELS: Live = Live::new();
+
+/// The addresses of the last channels destroyed (addresses only: nothing
+/// is kept alive), so that `rdma_get_cm_event` can tell a thread that
+/// reads a channel another thread just destroyed from a bad pointer.
+static DESTROYED_CHANNELS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+const DESTROYED_KEPT: usize = 64;
+
+/// Whether `channel` is one of the last channels destroyed.
+pub fn recently_destroyed(channel: *const RdmaEventChannel) -> bool {
+    DESTROYED_CHANNELS.lock().unwrap_or_else(|e| e.into_inner()).contains(&(channel as usize))
+}
 pub static CM_IDS: Live = Live::new();
 
 /// librdmacm's convention: 0, or -1 with errno.
@@ -103,6 +114,12 @@ pub extern "C" fn rdma_destroy_event_channel(channel: *mut RdmaEventChannel) {
         // librdmacm's is void: a channel IDs still use is left in place.
         let busy = |c: &UroceEventChannel| unused(&c.users, "rdma_destroy_event_channel", "IDs");
         if let Ok(c) = EVENT_CHANNELS.release(channel.cast::<UroceEventChannel>(), busy) {
+            let mut destroyed = DESTROYED_CHANNELS.lock().unwrap_or_else(|e| e.into_inner());
+            if destroyed.len() == DESTROYED_KEPT {
+                destroyed.remove(0);
+            }
+            destroyed.push(channel as usize);
+            drop(destroyed);
             if c.readers.load(Ordering::Acquire) > 0 {
                 // A thread blocks reading it (rping's CM thread at exit): on
                 // the kernel's descriptor it would block on, not see the end

@@ -5,7 +5,7 @@
 //! request; `rdma_ack_cm_event` frees it (its private data with it).
 
 use super::channel::read_record;
-use super::cm::{cm_call, UroceCmId, UroceEventChannel, CM_IDS, EVENT_CHANNELS};
+use super::cm::{cm_call, recently_destroyed, UroceCmId, UroceEventChannel, CM_IDS, EVENT_CHANNELS};
 use super::cm_abi::*;
 use super::handles::Live;
 use super::{guard, set_errno, symver};
@@ -75,6 +75,17 @@ fn c_event_of(e: CmEvent) -> Option<*mut RdmaCmEvent> {
 #[no_mangle]
 pub extern "C" fn rdma_get_cm_event(channel: *mut RdmaEventChannel, event: *mut *mut RdmaCmEvent) -> c_int {
     let Some(ch) = EVENT_CHANNELS.get(channel.cast::<UroceEventChannel>()).filter(|_| !event.is_null()) else {
+        if !event.is_null() && recently_destroyed(channel) {
+            // Another thread destroyed it between two of this thread's
+            // reads: rping's CM thread loops back here as its main thread
+            // tears down and returns. librdmacm's read of the closed
+            // descriptor would fail with EBADF, and rping would exit(-1)
+            // before main's exit(0); waiting a second first lets the
+            // process end as it meant to.
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            set_errno(libc::EBADF);
+            return -1;
+        }
         set_errno(libc::EINVAL);
         return -1;
     };

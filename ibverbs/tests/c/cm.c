@@ -171,6 +171,16 @@ int main(int argc, char **argv)
 	errno = 0;
 	CHECK(rdma_destroy_id(client) == -1 && errno == EINVAL); /* twice */
 	rdma_destroy_event_channel(ch);
+	/* A thread reading the channel after another destroyed it (rping's
+	 * CM thread as main tears down) fails as on librdmacm's closed
+	 * descriptor, EBADF, after a second's grace; a pointer that never was
+	 * a channel is EINVAL. */
+	struct rdma_cm_event *late;
+	errno = 0;
+	CHECK(rdma_get_cm_event(ch, &late) == -1 && errno == EBADF);
+	struct rdma_event_channel bogus = { .fd = -1 };
+	errno = 0;
+	CHECK(rdma_get_cm_event(&bogus, &late) == -1 && errno == EINVAL);
 	rdma_freeaddrinfo(srv_ai);
 	rdma_freeaddrinfo(dst_ai);
 	printf("ok\n");
