@@ -18,9 +18,14 @@ fn message(d: &Decoded) -> Option<(MadHeaderRepr, CmMessage)> {
 
 /// ` CM ConnectRequest`, for the one-line form.
 pub(crate) fn line(out: &mut String, d: &Decoded) {
-    if let Some((_, m)) = message(d) {
-        let _ = write!(out, " CM {}", m.name());
+    if let Some(name) = name(d) {
+        let _ = write!(out, " CM {name}");
     }
+}
+
+/// The name of the CM message a packet carries, if it is one.
+pub(crate) fn name(d: &Decoded) -> Option<String> {
+    message(d).map(|(_, m)| m.name().to_string())
 }
 
 /// The MAD header, the message's fields and, in a REQ, rdma_cm's IP header.

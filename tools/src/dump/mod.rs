@@ -2,6 +2,7 @@
 //! verdict of each, and a closing summary line.
 
 mod cm;
+pub mod ladder;
 mod line;
 mod verbose;
 
@@ -42,6 +43,17 @@ pub struct DumpArgs {
     /// Live: also write every captured frame to this pcap file.
     #[arg(short = 'w', long = "write", value_name = "FILE.pcap", requires = "interface")]
     pub write: Option<PathBuf>,
+    /// Draw the ladder (sequence) diagram: a column per endpoint, an arrow
+    /// per packet, notes naming the protocol rule at work (live: drawn when
+    /// the capture ends)
+    #[arg(long, conflicts_with = "verbose")]
+    pub ladder: bool,
+    /// With --ladder: one row per packet, runs of MIDDLE packets not folded
+    #[arg(long, requires = "ladder")]
+    pub unfold: bool,
+    /// With --ladder: the width to fit (default: the terminal's, else 120)
+    #[arg(long, value_name = "COLUMNS", requires = "ladder")]
+    pub width: Option<usize>,
 }
 
 /// What one frame turned out to be.
@@ -96,6 +108,8 @@ pub struct Dumper {
     pub verbose: bool,
     pub summary: Summary,
     first: Option<Duration>,
+    /// `--ladder`: the packets go here, and no line is printed per packet.
+    pub ladder: Option<ladder::Ladder>,
 }
 
 /// A RoCEv2 frame taken apart, for the printers.
@@ -108,13 +122,18 @@ pub(crate) struct Decoded<'a> {
 
 impl Dumper {
     pub fn new(verbose: bool) -> Dumper {
-        Dumper { verbose, summary: Summary::default(), first: None }
+        Dumper { verbose, summary: Summary::default(), first: None, ladder: None }
     }
 
     /// Decodes one captured frame, appends its text to `out` (nothing for a frame
     /// that is not RoCEv2) and counts it. Never panics, whatever the bytes.
     pub fn frame(&mut self, link: LinkType, time: Duration, data: &[u8], out: &mut String) -> Verdict {
         let first = *self.first.get_or_insert(time);
+        if let Some(l) = self.ladder.as_mut() {
+            let verdict = l.frame(link, time, data);
+            self.summary.add(verdict);
+            return verdict;
+        }
         let rel = time.saturating_sub(first);
         let number = self.summary.frames + 1;
         let verdict = match decode(link, data) {
@@ -172,13 +191,21 @@ fn decode(link: LinkType, data: &[u8]) -> Result<Result<Decoded<'_>, (ParsedFram
 /// Runs `uroce dump`; exit status 0, 1 (`--check` failed) or 2 (could not run).
 pub fn run(args: &DumpArgs) -> ExitCode {
     let mut dumper = Dumper::new(args.verbose);
+    if args.ladder {
+        dumper.ladder = Some(ladder::Ladder::default());
+    }
     let result = match (&args.file, &args.interface) {
         (Some(path), _) => dump_file(path, &mut dumper),
         (None, Some(iface)) => dump_live(iface, args, &mut dumper),
         (None, None) => Err("give a pcap file or -i IFACE".to_string()),
     };
-    // The summary closes every run that read anything, even one cut short.
+    // The summary closes every run that read anything, even one cut short
+    // (after the ladder, if drawn).
     if result.is_ok() || dumper.summary.frames > 0 {
+        if let Some(l) = dumper.ladder.take() {
+            let _ =
+                io::stdout().lock().write_all(l.draw(args.unfold, ladder::Style::for_stdout(args.width)).as_bytes());
+        }
         let _ = writeln!(io::stdout().lock(), "{}", dumper.summary);
     }
     if let Err(e) = result {
