@@ -48,8 +48,12 @@ pub struct DumpArgs {
     /// the capture ends)
     #[arg(long, conflicts_with = "verbose")]
     pub ladder: bool,
-    /// With --ladder: one row per packet, runs of MIDDLE packets not folded
-    #[arg(long, requires = "ladder")]
+    /// Write the ladder as one self-contained HTML page to FILE (zoom,
+    /// filters, each packet explained on a click; works offline)
+    #[arg(long, value_name = "FILE.html", conflicts_with = "verbose")]
+    pub html: Option<PathBuf>,
+    /// With --ladder or --html: one row per packet, runs of MIDDLE packets not folded
+    #[arg(long)]
     pub unfold: bool,
     /// With --ladder: the width to fit (default: the terminal's, else 120)
     #[arg(long, value_name = "COLUMNS", requires = "ladder")]
@@ -191,8 +195,8 @@ fn decode(link: LinkType, data: &[u8]) -> Result<Result<Decoded<'_>, (ParsedFram
 /// Runs `uroce dump`; exit status 0, 1 (`--check` failed) or 2 (could not run).
 pub fn run(args: &DumpArgs) -> ExitCode {
     let mut dumper = Dumper::new(args.verbose);
-    if args.ladder {
-        dumper.ladder = Some(ladder::Ladder::default());
+    if args.ladder || args.html.is_some() {
+        dumper.ladder = Some(ladder::Ladder::new(args.html.is_some()));
     }
     let result = match (&args.file, &args.interface) {
         (Some(path), _) => dump_file(path, &mut dumper),
@@ -203,8 +207,10 @@ pub fn run(args: &DumpArgs) -> ExitCode {
     // (after the ladder, if drawn).
     if result.is_ok() || dumper.summary.frames > 0 {
         if let Some(l) = dumper.ladder.take() {
-            let _ =
-                io::stdout().lock().write_all(l.draw(args.unfold, ladder::Style::for_stdout(args.width)).as_bytes());
+            if let Err(e) = draw(&l, args) {
+                eprintln!("uroce dump: {e}");
+                return ExitCode::from(2);
+            }
         }
         let _ = writeln!(io::stdout().lock(), "{}", dumper.summary);
     }
@@ -216,6 +222,23 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         return ExitCode::from(1);
     }
     ExitCode::SUCCESS
+}
+
+/// `--ladder` to stdout, `--html` to its file.
+fn draw(l: &ladder::Ladder, args: &DumpArgs) -> Result<(), String> {
+    if args.ladder {
+        let text = l.draw(args.unfold, ladder::Style::for_stdout(args.width));
+        let _ = io::stdout().lock().write_all(text.as_bytes());
+    }
+    if let Some(path) = &args.html {
+        let source = match (&args.file, &args.interface) {
+            (Some(f), _) => f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned()),
+            (None, i) => format!("live on {}", i.as_deref().unwrap_or("?")),
+        };
+        std::fs::write(path, l.html(args.unfold, &source)).map_err(|e| format!("{}: {e}", path.display()))?;
+        let _ = writeln!(io::stdout().lock(), "ladder written to {}", path.display());
+    }
+    Ok(())
 }
 
 /// Writes `text` to stdout; `false` once stdout is gone (e.g. `| head`).

@@ -10,6 +10,7 @@
 //! by following each connection as its two ends would; `text` draws it.
 
 mod endpoints;
+mod html;
 mod rules;
 mod text;
 
@@ -45,6 +46,8 @@ pub struct Packet {
     pub icrc_ok: bool,
     /// The CM message a QP1 datagram carries.
     pub cm: Option<String>,
+    /// Its `-V` text, for the HTML page (empty unless asked for).
+    pub explain: String,
 }
 
 impl Packet {
@@ -66,6 +69,7 @@ impl Packet {
             label: label(d, cm.as_deref()),
             icrc_ok: d.packet.icrc() == d.icrc_expected,
             cm,
+            explain: String::new(),
         }
     }
 
@@ -142,9 +146,17 @@ pub struct Ladder {
     packets: Vec<Packet>,
     first: Option<Duration>,
     frames: u64,
+    /// Keep each packet's `-V` text (for the HTML page).
+    explain: bool,
 }
 
 impl Ladder {
+    /// A ladder that keeps each packet's `-V` text if `explain` (for the
+    /// HTML page).
+    pub fn new(explain: bool) -> Ladder {
+        Ladder { explain, ..Ladder::default() }
+    }
+
     /// Takes one captured frame and says what it was (a frame that is not
     /// a whole RoCEv2 packet is left out of the diagram; the summary line
     /// counts it).
@@ -155,7 +167,11 @@ impl Ladder {
             Err(FrameError::NotRoce) => Verdict::NotRoce,
             Err(FrameError::Malformed(_)) | Ok(Err(_)) => Verdict::Malformed,
             Ok(Ok(d)) => {
-                let p = Packet::of(self.frames, time.saturating_sub(first), &d);
+                let rel = time.saturating_sub(first);
+                let mut p = Packet::of(self.frames, rel, &d);
+                if self.explain {
+                    super::verbose::packet(&mut p.explain, self.frames, rel, data.len(), &d);
+                }
                 let verdict = if p.icrc_ok { Verdict::IcrcOk } else { Verdict::IcrcBad };
                 self.packets.push(p);
                 verdict
@@ -170,6 +186,14 @@ impl Ladder {
             return "no RoCEv2 packet to draw\n".to_string();
         }
         render(&titles, &rows, style)
+    }
+
+    /// The diagram as a self-contained HTML page (`source` names the
+    /// capture in its title).
+    pub fn html(&self, unfold: bool, source: &str) -> String {
+        let (titles, rows) = self.rows(unfold);
+        let explain: Vec<String> = rows.iter().map(|r| r.first.explain.clone()).collect();
+        html::render(&titles, &rows, &explain, source)
     }
 
     /// The endpoints (column titles) and the rows, annotated, with runs of

@@ -254,6 +254,7 @@ mod test {
             label: String::new(),
             icrc_ok: true,
             cm: None,
+            explain: String::new(),
         }
     }
 
