@@ -38,6 +38,9 @@ pub struct CommonArgs {
     /// Print the engine's and the link's counters at the end
     #[arg(long)]
     pub stats: bool,
+    /// Print the ladder diagram of the run at the end (from its capture: --pcap's file, or a temporary one)
+    #[arg(long)]
+    pub ladder: bool,
     /// At most N request packets unacknowledged across the device's RC QPs (default: what the link's receive queue holds)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_inflight: Option<u32>,
@@ -166,7 +169,7 @@ pub fn hex_bytes<const N: usize>(s: &str) -> Option<[u8; N]> {
     Some(bytes)
 }
 
-fn suffixed(p: &std::path::Path, suffix: &str) -> PathBuf {
+pub(crate) fn suffixed(p: &std::path::Path, suffix: &str) -> PathBuf {
     let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let ext = p.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
     p.with_file_name(format!("{stem}-{suffix}{ext}"))

@@ -8,6 +8,7 @@ pub mod common;
 pub mod devinfo;
 pub mod dump;
 pub mod exec;
+pub mod ladder_run;
 pub mod loopback;
 pub mod perf;
 pub mod pingpong;

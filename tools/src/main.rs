@@ -30,14 +30,29 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    use uroce_tools::ladder_run::LadderRun;
     let cli = Cli::parse();
     match cli.command {
         Command::Dump(args) => uroce_tools::dump::run(&args),
         Command::Devinfo(args) => uroce_tools::devinfo::run(&args),
-        Command::Pingpong(args) => uroce_tools::pingpong::run_rc(&args),
-        Command::UdPingpong(args) => uroce_tools::pingpong::run_ud(&args),
-        Command::Perf(args) => uroce_tools::perf::run(&args),
-        Command::Rping(args) => uroce_tools::rping::run(&args),
+        Command::Pingpong(mut args) => {
+            let s = &mut args.shared;
+            let ladder = LadderRun::prepare(s.common.ladder, &mut s.common.pcap, s.loopback.loopback);
+            LadderRun::after(ladder, uroce_tools::pingpong::run_rc(&args))
+        }
+        Command::UdPingpong(mut args) => {
+            let s = &mut args.shared;
+            let ladder = LadderRun::prepare(s.common.ladder, &mut s.common.pcap, s.loopback.loopback);
+            LadderRun::after(ladder, uroce_tools::pingpong::run_ud(&args))
+        }
+        Command::Perf(mut args) => {
+            let ladder = LadderRun::prepare(args.common.ladder, &mut args.common.pcap, args.loopback.loopback);
+            LadderRun::after(ladder, uroce_tools::perf::run(&args))
+        }
+        Command::Rping(mut args) => {
+            let ladder = LadderRun::prepare(args.ladder, &mut args.pcap, false);
+            LadderRun::after(ladder, uroce_tools::rping::run(&args))
+        }
         Command::Exec(args) => uroce_tools::exec::run(&args),
     }
 }

@@ -194,3 +194,32 @@ fn colour_and_width_as_asked() {
     let widest = plain.lines().map(str::len).max().unwrap();
     assert!(widest <= 90, "a line of {widest} characters in 90:\n{plain}");
 }
+
+/// `--ladder` on the tools: the run's ladder after the usual output, both
+/// ends of a `--loopback` run; a long run as its excerpt.
+#[test]
+fn the_tools_draw_what_they_did() {
+    let net = TestNet::new();
+    let dev = net.udp(1);
+    for (tool, extra, arrows) in [
+        ("pingpong", &["-s", "2048"][..], &["SEND_FIRST PSN", "ACK PSN"][..]),
+        ("ud_pingpong", &["-s", "512"][..], &["SEND_ONLY PSN", "DETH qkey=0x11111111"][..]),
+    ] {
+        let out = uroce().args([tool, "--loopback", "-d", &dev, "-n", "2", "--ladder"]).args(extra).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{tool}: {}", String::from_utf8_lossy(&out.stderr));
+        // The tool's own output, then the ladder: its columns, its arrows.
+        let (own, ladder) = text.split_at(text.find("QP 0x").unwrap_or_else(|| panic!("{tool}: no ladder:\n{text}")));
+        assert!(own.contains("iters in") && arrows.iter().all(|a| ladder.contains(a)), "{tool}:\n{text}");
+    }
+    // A long run with losses: the excerpt keeps the NAKs and says what it left out.
+    let args =
+        ["perf", "write_bw", "--loopback", "-d", &dev, "-n", "300", "-s", "65536", "--seed", "3", "--loss", "0.01"];
+    let out = uroce().args(args).arg("--ladder").env("COLUMNS", "110").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("BW average"), "perftest's table first");
+    assert!(text.contains("without a loss, NAK or retry left out"), "{text}");
+    assert!(text.contains("go-back-N") || text.contains("again: resent after"), "{text}");
+    assert!(text.lines().all(|l| l.len() <= 110 || !l.contains('|')), "within COLUMNS");
+}

@@ -61,6 +61,9 @@ pub struct RpingArgs {
     /// uroce: capture what uroce sends and receives to this pcap file
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
+    /// uroce: print the ladder diagram of the run at the end (from its capture: --pcap's file, or a temporary one)
+    #[arg(long)]
+    pub ladder: bool,
     /// uroce: drop this fraction of the packets sent (0..1)
     #[arg(long, value_name = "P", default_value_t = 0.0)]
     pub loss: f64,

@@ -86,7 +86,7 @@ fn label_of(row: &Row) -> String {
 fn row_svg(out: &mut String, i: usize, row: &Row, y: usize, xs: &[usize]) {
     let (x1, x2) = (xs[row.from], xs[row.to]);
     let kind = match row.kind {
-        Kind::Request | Kind::Response => "data",
+        Kind::Request | Kind::Response | Kind::Elided => "data",
         Kind::Resend => "data resend",
         Kind::BadIcrc => "data bad",
         Kind::Ack => "ack",

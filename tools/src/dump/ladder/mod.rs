@@ -138,6 +138,8 @@ pub enum Kind {
     Response,
     Cm,
     BadIcrc,
+    /// Rows left out of a long run's excerpt (no arrow, a note).
+    Elided,
 }
 
 /// The packets of a capture, collected for the diagram.
@@ -188,6 +190,17 @@ impl Ladder {
         render(&titles, &rows, style)
     }
 
+    /// The diagram of a tool's run: whole if short; else the first and
+    /// last rows and every row near a loss, NAK or retry, the rest
+    /// summed up where it was left out.
+    pub fn draw_excerpt(&self, style: Style) -> String {
+        let (titles, rows) = self.rows(false);
+        if rows.is_empty() {
+            return "no RoCEv2 packet to draw\n".to_string();
+        }
+        render(&titles, &excerpt(rows), style)
+    }
+
     /// The diagram as a self-contained HTML page (`source` names the
     /// capture in its title).
     pub fn html(&self, unfold: bool, source: &str) -> String {
@@ -206,6 +219,61 @@ impl Ladder {
         }
         (ends.titles(), rows)
     }
+}
+
+/// Rows a tool's ladder always shows whole.
+const EXCERPT_WHOLE: usize = 60;
+/// Rows kept at each end of a long run, and around each event.
+const EXCERPT_HEAD: usize = 20;
+const EXCERPT_TAIL: usize = 10;
+const EXCERPT_AROUND: usize = 3;
+
+impl Row {
+    /// A loss, a NAK, a resend, a bad ICRC: what a long run's excerpt keeps.
+    pub fn is_event(&self) -> bool {
+        matches!(self.kind, Kind::Nak | Kind::Resend | Kind::BadIcrc)
+            || self.notes.iter().any(|n| !n.starts_with("coalesced ACK"))
+    }
+}
+
+/// `rows`, or for a long run its first and last rows and those near an
+/// event; each gap becomes one row that says what was left out.
+fn excerpt(rows: Vec<Row>) -> Vec<Row> {
+    if rows.len() <= EXCERPT_WHOLE {
+        return rows;
+    }
+    let n = rows.len();
+    let mut keep = vec![false; n];
+    keep[..EXCERPT_HEAD].iter_mut().for_each(|k| *k = true);
+    keep[n - EXCERPT_TAIL..].iter_mut().for_each(|k| *k = true);
+    for i in (0..n).filter(|&i| rows[i].is_event()) {
+        let (lo, hi) = (i.saturating_sub(EXCERPT_AROUND), (i + EXCERPT_AROUND).min(n - 1));
+        keep[lo..=hi].iter_mut().for_each(|k| *k = true);
+    }
+    let mut out = Vec::new();
+    let mut skipped: Vec<Row> = Vec::new();
+    for (row, kept) in rows.into_iter().zip(keep) {
+        if kept {
+            if let Some(gap) = elided(&skipped) {
+                out.push(gap);
+            }
+            skipped.clear();
+            out.push(row);
+        } else {
+            skipped.push(row);
+        }
+    }
+    out
+}
+
+/// The row standing for `skipped` rows: drawn as a note, no arrow.
+fn elided(skipped: &[Row]) -> Option<Row> {
+    let first = skipped.first()?;
+    let packets: usize = skipped.iter().map(|r| r.count).sum();
+    let mut row = first.clone();
+    row.kind = Kind::Elided;
+    row.notes = vec![format!("... {} rows ({packets} packets) without a loss, NAK or retry left out", skipped.len())];
+    Some(row)
 }
 
 /// Runs of MIDDLE packets of one direction with consecutive PSNs and

@@ -42,6 +42,13 @@ pub fn render(titles: &[String], rows: &[Row], style: Style) -> String {
     header(&mut out, titles, &centers, area);
     let mut prev = None;
     for row in rows {
+        if row.kind == Kind::Elided {
+            let _ = writeln!(out, "{:TIME_WIDTH$}{}", "", verticals(&centers, area).trim_end());
+            for note in &row.notes {
+                under_arrow(&mut out, note, "", row, &centers, area, None, style.width);
+            }
+            continue;
+        }
         let gap = prev.map(|t| row.first.time.saturating_sub(t));
         prev = Some(row.first.time);
         let time = format!(
@@ -253,6 +260,7 @@ fn colour_of(kind: Kind) -> Option<&'static str> {
         Kind::Nak | Kind::BadIcrc => Some("1;31"),
         Kind::Response => Some("36"),
         Kind::Cm => Some("35"),
+        Kind::Elided => None,
     }
 }
 
