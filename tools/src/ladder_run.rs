@@ -48,6 +48,11 @@ impl LadderRun {
         } else {
             vec![self.pcap.clone()]
         };
+        // A run that failed before its device opened captured nothing: its
+        // own error said why.
+        if !files[0].exists() {
+            return;
+        }
         match read(&files[0]) {
             Ok(ladder) => print!("{}", ladder.draw_excerpt(Style::for_stdout(None))),
             Err(e) => eprintln!("--ladder: {}: {e}", files[0].display()),

@@ -52,30 +52,52 @@ impl Endpoints {
 }
 
 /// For a packet to (host, QPN) from `peer` with UDP source port `sport`:
-/// the QPN at `peer` that the host's own packets go to, keyed by (host,
-/// peer, QPN, sport). Connected traffic only (QP1's datagrams carry their
-/// source).
+/// the QPN at `peer` that sent it, keyed by (host, peer, QPN, sport).
+/// Connected traffic only (QP1's datagrams carry their source). Found, in
+/// this order, from a response and the request it answers (an ACK, a READ
+/// response or an atomic ACK carries its request's PSN, so the request's
+/// destination QP is the response's sender); from the only QP each side
+/// has for the other; from the UDP source port when it names one QP
+/// (rxe's are the same both ways; uroce's udp link sends from 4791).
 fn peer_qpns(packets: &[Packet]) -> BTreeMap<(IpAddr, IpAddr, u32, u16), u32> {
+    let connected = || packets.iter().filter(|p| p.src_qp.is_none());
+    // Each endpoint's peer, from requests and their responses.
+    let mut last_request: BTreeMap<(IpAddr, IpAddr, u32), u32> = BTreeMap::new();
+    let mut paired: BTreeMap<(IpAddr, u32), u32> = BTreeMap::new();
+    for p in connected() {
+        if p.opcode.is_response() {
+            if let Some(&q) = last_request.get(&(p.dst, p.src, p.psn)) {
+                // p goes to the requester (p.dst, p.dest_qp) from (p.src, q).
+                paired.insert((p.dst, p.dest_qp), q);
+                paired.insert((p.src, q), p.dest_qp);
+            }
+        } else {
+            last_request.insert((p.src, p.dst, p.psn), p.dest_qp);
+        }
+    }
     // The QPNs each host is sent to by each peer, with the source ports.
     let mut sent_to: BTreeMap<(IpAddr, IpAddr), BTreeSet<(u32, u16)>> = BTreeMap::new();
-    for p in packets.iter().filter(|p| p.src_qp.is_none()) {
+    for p in connected() {
         sent_to.entry((p.dst, p.src)).or_default().insert((p.dest_qp, p.sport));
     }
     let mut peers = BTreeMap::new();
     for (&(host, peer), here) in &sent_to {
-        let Some(there) = sent_to.get(&(peer, host)) else { continue };
+        let there = sent_to.get(&(peer, host));
         let qpns = |s: &BTreeSet<(u32, u16)>| s.iter().map(|&(q, _)| q).collect::<BTreeSet<u32>>();
-        let (here_qpns, there_qpns) = (qpns(here), qpns(there));
+        let here_qpns = qpns(here);
+        let there_qpns = there.map(qpns).unwrap_or_default();
         for &(qpn, sport) in here {
-            let peer_qpn = if let (1, Some(&only)) = (there_qpns.len(), there_qpns.first()) {
-                // One QP at the peer for this host: it is the sender.
-                (here_qpns.len() == 1).then_some(only)
-            } else {
-                None
+            let by_pairing = paired.get(&(host, qpn)).copied();
+            let only = || match (here_qpns.len(), there_qpns.first()) {
+                (1, Some(&q)) if there_qpns.len() == 1 => Some(q),
+                _ => None,
             };
-            // Else the QP the host sends to from the same source port.
-            let by_port = || there.iter().find(|&&(_, s)| s == sport).map(|&(q, _)| q);
-            if let Some(q) = peer_qpn.or_else(by_port) {
+            let by_port = || {
+                let mut at_port = there?.iter().filter(|&&(_, s)| s == sport).map(|&(q, _)| q);
+                let q = at_port.next()?;
+                at_port.all(|other| other == q).then_some(q)
+            };
+            if let Some(q) = by_pairing.or_else(only).or_else(by_port) {
                 peers.insert((host, peer, qpn, sport), q);
             }
         }

@@ -142,6 +142,13 @@ fn request(s: &mut Stream, p: &Packet, notes: &mut Vec<String>) -> Kind {
             s.resending = true;
         }
         _ if continuing => {}
+        _ if s.acked.is_some_and(|a| psn_diff(a, psn) >= 0) => {
+            notes.push(format!(
+                "PSN {psn} again: resent after {}, though its ACK passed the capture point: the ACK never reached the requester intact (lost or corrupted after this point), so its ACK timeout fired",
+                duration(since_last)
+            ));
+            s.resending = true;
+        }
         _ => {
             notes.push(format!(
                 "PSN {psn} again: resent after {} with no ACK for it (the requester's ACK timeout)",
@@ -166,6 +173,13 @@ fn response(s: &mut Stream, p: &Packet, notes: &mut Vec<String>) -> Kind {
                 duration(rnr_timer(timer))
             ));
             s.nak = Some(Nak::Rnr { psn, code: timer, at: p.time });
+            return Kind::Nak;
+        }
+        Some(AethSyndrome::Nak(NakCode::PsnSequenceError)) if matches!(s.nak, Some(Nak::Rnr { psn: p, .. }) if p == psn) =>
+        {
+            notes.push(format!(
+                "NAK PSN sequence error (0x60) for PSN {psn}, which the RNR NAK named: a later packet came first; the requester already waits out the RNR timer, then resends from PSN {psn}"
+            ));
             return Kind::Nak;
         }
         Some(AethSyndrome::Nak(NakCode::PsnSequenceError)) => {
@@ -284,12 +298,19 @@ mod test {
     fn a_resend_after_the_timeout_and_its_duplicate_acked_again() {
         let n = notes(&[
             packet(0, Opcode::RcSendOnly, 5, None),
-            packet(1, Opcode::RcAck, 5, ACK),
             packet(20, Opcode::RcSendOnly, 5, None),
             packet(21, Opcode::RcAck, 5, ACK),
+            packet(22, Opcode::RcAck, 5, ACK),
         ]);
-        assert_eq!(n[2], ["PSN 5 again: resent after 20.00 ms with no ACK for it (the requester's ACK timeout)"]);
+        assert_eq!(n[1], ["PSN 5 again: resent after 20.00 ms with no ACK for it (the requester's ACK timeout)"]);
         assert_eq!(n[3], ["duplicate request acknowledged again (PSN 5, already acknowledged): it was executed once"]);
+        // The ACK went by, yet the requester resent: it never got there.
+        let n = notes(&[
+            packet(0, Opcode::RcSendOnly, 5, None),
+            packet(1, Opcode::RcAck, 5, ACK),
+            packet(20, Opcode::RcSendOnly, 5, None),
+        ]);
+        assert!(n[2][0].starts_with("PSN 5 again: resent after 20.00 ms, though its ACK passed the capture point"));
     }
 
     #[test]
