@@ -141,22 +141,47 @@ while off + 16 <= len(data):
 
 #[test]
 fn live_capture_in_a_namespace() {
+    let Some(out) = live_dump(&["--check"]) else { return };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(last.contains("5 RoCEv2, 4 ICRC ok, 1 ICRC bad"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "--check must fail on the corrupted frame");
+}
+
+/// Live with --ladder: the diagram of what was captured, drawn when the
+/// capture ends, the bad ICRC named.
+#[test]
+fn live_ladder_in_a_namespace() {
+    let Some(out) = live_dump(&["--ladder", "--width", "120"]) else { return };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let head: Vec<&str> = stdout.lines().take(3).collect();
+    assert!(head[0].contains("198.18.0.") && head[1].contains("QP 0x") && head[2].contains('|'), "{stdout}");
+    assert!(stdout.contains("^ ICRC bad: the receiver drops it"), "{stdout}");
+    assert!(stdout.lines().last().unwrap_or_default().contains("5 RoCEv2, 4 ICRC ok, 1 ICRC bad"), "{stdout}");
+}
+
+/// `uroce dump -i v0 -c 5 EXTRA` in a namespace of its own while frames of
+/// rxe's captures are injected (the corrupted one first); `None` when it
+/// cannot run here (it says why).
+fn live_dump(extra: &[&str]) -> Option<Output> {
     if !common::is_root() {
         println!("SKIP: live capture needs root (CAP_NET_RAW, CAP_NET_ADMIN for a namespace); CI runs it as root");
-        return;
+        return None;
     }
     if Command::new("python3").arg("--version").output().is_err() {
         println!("SKIP: python3 (used to inject frames) is not installed");
-        return;
+        return None;
     }
     let Some(ns) = Netns::create() else {
         println!("SKIP: could not create a network namespace with `ip netns add` (iproute2 missing?)");
-        return;
+        return None;
     };
     let mut child = Command::new("ip")
         .args(["netns", "exec", &ns.0])
         .arg(env!("CARGO_BIN_EXE_uroce"))
-        .args(["dump", "-i", "v0", "-c", "5", "--duration", "30", "--check"])
+        .args(["dump", "-i", "v0", "-c", "5", "--duration", "30"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -174,9 +199,5 @@ fn live_capture_in_a_namespace() {
         injections += 1;
         std::thread::sleep(Duration::from_millis(300));
     }
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().last().unwrap_or_default();
-    assert!(last.contains("5 RoCEv2, 4 ICRC ok, 1 ICRC bad"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(1), "--check must fail on the corrupted frame");
+    Some(child.wait_with_output().unwrap())
 }
