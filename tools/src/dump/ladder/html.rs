@@ -63,7 +63,7 @@ fn columns(n: usize, rows: &[Row]) -> Vec<usize> {
     for row in rows {
         let (lo, hi) = (row.from.min(row.to), row.from.max(row.to));
         if hi == lo + 1 {
-            gaps[lo] = gaps[lo].max(label_of(row).len() * CHAR_WIDTH + 40);
+            gaps[lo] = gaps[lo].max(row.label().len() * CHAR_WIDTH + 40);
         }
     }
     let mut xs = vec![LEFT];
@@ -71,14 +71,6 @@ fn columns(n: usize, rows: &[Row]) -> Vec<usize> {
         xs.push(xs[xs.len() - 1] + g);
     }
     xs
-}
-
-fn label_of(row: &Row) -> String {
-    if row.count > 1 {
-        format!("{} x{} PSN {}..{}", row.first.short_opcode(), row.count, row.first.psn, row.last_psn)
-    } else {
-        row.first.label.clone()
-    }
 }
 
 /// One row: its time, its arrow with the label on it, its notes, as a
@@ -94,7 +86,7 @@ fn row_svg(out: &mut String, i: usize, row: &Row, y: usize, xs: &[usize]) {
         Kind::Cm => "cm",
     };
     let conn = format!("{}-{}", row.from.min(row.to), row.from.max(row.to));
-    let label = label_of(row);
+    let label = row.label();
     let _ = write!(
         out,
         r#"<g class="row {kind}" data-i="{i}" data-conn="{conn}"><title>frame {}: {}</title>"#,

@@ -221,6 +221,17 @@ impl Ladder {
     }
 }
 
+impl Row {
+    /// What its arrow says: the packet's label, or for a folded run the
+    /// opcode, the count and the PSNs.
+    pub fn label(&self) -> String {
+        if self.count > 1 {
+            return format!("{} x{} PSN {}..{}", self.first.short_opcode(), self.count, self.first.psn, self.last_psn);
+        }
+        self.first.label.clone()
+    }
+}
+
 /// Rows a tool's ladder always shows whole.
 const EXCERPT_WHOLE: usize = 60;
 /// Rows kept at each end of a long run, and around each event.

@@ -87,7 +87,7 @@ fn place_columns(titles: &[String], rows: &[Row], area: usize) -> Vec<usize> {
     for row in rows {
         let (lo, hi) = (row.from.min(row.to), row.from.max(row.to));
         if hi == lo + 1 {
-            gaps[lo] = gaps[lo].max(label_of(row).len() + 6);
+            gaps[lo] = gaps[lo].max(row.label().len() + 6);
         }
     }
     let first = titles.first().map_or(1, half_title).max(1);
@@ -141,20 +141,11 @@ fn verticals(centers: &[usize], area: usize) -> String {
     String::from_utf8_lossy(&line).into_owned()
 }
 
-/// What a row's arrow says: its label, or for a folded run the opcode,
-/// the count and the PSNs.
-fn label_of(row: &Row) -> String {
-    if row.count > 1 {
-        return format!("{} x{} PSN {}..{}", row.first.short_opcode(), row.count, row.first.psn, row.last_psn);
-    }
-    row.first.label.clone()
-}
-
 /// The row's line of verticals with its arrow, the label on the arrow if
 /// it fits there, else returned to go after the line.
 fn arrow(row: &Row, centers: &[usize], area: usize) -> (String, Option<String>) {
     let mut line = verticals(centers, area).into_bytes();
-    let label = label_of(row);
+    let label = row.label();
     let (a, b) = (centers[row.from], centers[row.to]);
     if a == b {
         // To itself (a QP connected to itself): a loop mark.
