@@ -42,6 +42,28 @@ fn client_and_server_ping_validate_and_print_like_rping() {
     assert_eq!(err, "server DISCONNECT EVENT...\nwait for RDMA_READ_ADV state 10\n");
 }
 
+/// `--ladder` on the client: after rping's lines, the ladder of its run:
+/// the CM exchange between the QP1s, then rping's SEND, READ, SEND, WRITE
+/// rounds on the RC QPs.
+#[test]
+fn the_client_draws_its_run_with_ladder() {
+    let net = TestNet::new();
+    let (server_ip, client_ip) = (net.ip(1).to_string(), net.ip(2).to_string());
+    let s = server(&["rping", "-s", "-a", &server_ip, "-p", "7201", "-C", "2"]);
+    let mut c = uroce();
+    c.args(["rping", "-c", "-a", &server_ip, "-I", &client_ip, "-p", "7201", "-C", "2", "-v", "--ladder"]);
+    let c = c.env("COLUMNS", "120").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let (code, out, err) = wait_bounded(c.spawn().unwrap(), LIMIT);
+    assert_eq!(code, 0, "client: {out}{err}");
+    let (pings, ladder) = out.split_at(out.find("QP 0x").expect("a ladder"));
+    assert_eq!(pings.lines().filter(|l| l.starts_with("ping data: rdma-ping-")).count(), 2);
+    let ladder = ladder.replace('|', " ").split_whitespace().collect::<Vec<_>>().join(" ");
+    let at = |needle: &str| ladder.find(needle).unwrap_or_else(|| panic!("no {needle} in the ladder:\n{out}"));
+    assert!(at("CM ConnectRequest") < at("CM ReadyToUse") && at("CM ReadyToUse") < at("SEND_ONLY PSN"));
+    assert!(at("SEND_ONLY PSN") < at("READ_REQUEST PSN") && at("READ_REQUEST PSN") < at("WRITE_ONLY PSN"));
+    let _ = wait_bounded(s, LIMIT);
+}
+
 #[test]
 fn nobody_listening_on_the_port_is_rejected_at_once() {
     let net = TestNet::new();
