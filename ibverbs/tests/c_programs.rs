@@ -62,6 +62,13 @@ fn run_c_program_with(name: &str, devices: &str, args: &[&str], env: &[(&str, &s
 }
 
 #[test]
+fn every_other_verb_answers_as_rdma_core() {
+    if let Some(out) = run_c_program("every_verb") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn pds_mrs_and_cqs_answer_as_rdma_core() {
     if let Some(out) = run_c_program("pd_mr_cq") {
         assert_eq!(out.trim(), "ok");
