@@ -370,7 +370,13 @@ symver!(rdma_resolve_route, "RDMACM_1.0");
 pub fn create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> Result<(), c_int> {
     let i = id_of(id)?;
     // SAFETY: attr is NULL or the caller's struct ibv_qp_init_attr.
-    let a = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
+    let caller = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
+    // Made from a copy, and only the capabilities written back, as
+    // librdmacm does: the caller's attributes stay theirs to use again (a
+    // server's one template for every connection), the CQs made for this
+    // ID not left in them.
+    let mut copy = *caller;
+    let a = &mut copy;
     // SAFETY: reads a field of this live ID's C struct.
     let verbs = unsafe { (*i.as_c()).verbs };
     if verbs.is_null() {
@@ -378,6 +384,11 @@ pub fn create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) ->
         return Err(libc::EINVAL);
     }
     let pd = if pd.is_null() { default_pd(verbs)? } else { pd };
+    if a.srq.is_null() {
+        // The ID's SRQ (rdma_create_srq), as librdmacm takes it.
+        // SAFETY: reads a field of this live ID's C struct.
+        a.srq = unsafe { (*i.as_c()).srq }.cast();
+    }
     let (mut send_channel, mut recv_channel) = (ptr::null_mut(), ptr::null_mut());
     if a.send_cq.is_null() {
         (a.send_cq, send_channel) = i.make_cq(verbs, a.cap.max_send_wr)?;
@@ -385,8 +396,9 @@ pub fn create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) ->
     if a.recv_cq.is_null() {
         (a.recv_cq, recv_channel) = i.make_cq(verbs, a.cap.max_recv_wr)?;
     }
-    let made = create_qp_with(pd, attr, None, |p, init| i.inner.create_qp(p, init).map_err(refused("rdma_create_qp")));
+    let made = create_qp_with(pd, a, None, |p, init| i.inner.create_qp(p, init).map_err(refused("rdma_create_qp")));
     let qp = made.inspect_err(|_| i.destroy_made())?;
+    caller.cap = a.cap;
     // SAFETY: the ID's C struct is live and its fields are the library's to write.
     unsafe {
         let c = i.as_c();
@@ -400,6 +412,43 @@ pub fn create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) ->
     sync_state(qp);
     Ok(())
 }
+
+/// `rdma_create_srq`: an SRQ on `pd` (NULL: the device's default PD, as for
+/// `rdma_create_qp`) that the ID's QP, made after it, takes its receives
+/// from; `id->srq` and `id->pd` name them, as librdmacm sets them.
+#[no_mangle]
+pub extern "C" fn rdma_create_srq(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvSrqInitAttr) -> c_int {
+    cm_call(|| {
+        let i = id_of(id)?;
+        // SAFETY: reads a field of this live ID's C struct.
+        let verbs = unsafe { (*i.as_c()).verbs };
+        if verbs.is_null() {
+            explain("rdma_create_srq", "the ID has no device yet: bind or resolve an address first");
+            return Err(libc::EINVAL);
+        }
+        let pd = if pd.is_null() { default_pd(verbs)? } else { pd };
+        let srq = super::srq::create_srq(pd, attr)?;
+        // SAFETY: the ID's C struct is live and its fields are the library's to write.
+        unsafe { ((*i.as_c()).srq, (*i.as_c()).pd) = (srq, pd) };
+        Ok(())
+    })
+}
+symver!(rdma_create_srq, "RDMACM_1.0");
+
+/// `rdma_destroy_srq`: the ID's SRQ, if it has one (after its QP).
+#[no_mangle]
+pub extern "C" fn rdma_destroy_srq(id: *mut RdmaCmId) {
+    guard((), || {
+        if let Ok(i) = id_of(id) {
+            // SAFETY: the ID's C struct is live and its fields are the library's to write.
+            let srq = unsafe { std::mem::replace(&mut (*i.as_c()).srq, ptr::null_mut()) };
+            if !srq.is_null() {
+                let _ = super::srq::ibv_destroy_srq(srq);
+            }
+        }
+    })
+}
+symver!(rdma_destroy_srq, "RDMACM_1.0");
 
 /// Each device's PD for the QPs made without one (never freed, as
 /// librdmacm keeps its own).

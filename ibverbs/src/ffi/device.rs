@@ -157,14 +157,51 @@ pub fn c_context_for(ctx: &Context) -> Option<*mut IbvContext> {
 /// each device by its address, and `id->verbs` is one of these (or another
 /// context the program opened on the same device). A device that does not
 /// open is said (UROCE_EXPLAIN) and left out.
-pub fn open_devices_for_cm() {
-    static OPENED: OnceLock<()> = OnceLock::new();
+pub fn open_devices_for_cm() -> &'static [usize] {
+    static OPENED: OnceLock<Vec<usize>> = OnceLock::new();
     OPENED.get_or_init(|| {
-        for d in devices().unwrap_or_default() {
-            let _ = ibv_open_device(ptr::addr_of!(d.verbs.device).cast_mut());
-        }
-    });
+        let open = |d: &UroceDevice| ibv_open_device(ptr::addr_of!(d.verbs.device).cast_mut());
+        devices().unwrap_or_default().iter().map(open).filter(|c| !c.is_null()).map(|c| c as usize).collect()
+    })
 }
+
+/// `rdma_get_devices`: librdmacm's own context of every device, in a
+/// NULL-terminated array the caller gives back to `rdma_free_devices`.
+#[no_mangle]
+pub extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut IbvContext {
+    guard(ptr::null_mut(), || {
+        let contexts = open_devices_for_cm();
+        if !num_devices.is_null() {
+            // SAFETY: the caller's int, checked non-NULL.
+            unsafe { *num_devices = contexts.len() as c_int };
+        }
+        if contexts.is_empty() {
+            set_errno(libc::ENODEV);
+            return ptr::null_mut();
+        }
+        // SAFETY: calloc of len + 1 pointers (zeroed: the terminator is NULL),
+        // freed by rdma_free_devices with free(3), as librdmacm frees its own.
+        let list = unsafe { libc::calloc(contexts.len() + 1, size_of::<*mut IbvContext>()) }.cast::<*mut IbvContext>();
+        if list.is_null() {
+            set_errno(libc::ENOMEM);
+            return ptr::null_mut();
+        }
+        for (i, &c) in contexts.iter().enumerate() {
+            // SAFETY: i < len, inside the array just allocated.
+            unsafe { *list.add(i) = c as *mut IbvContext };
+        }
+        list
+    })
+}
+symver!(rdma_get_devices, "RDMACM_1.0");
+
+/// `rdma_free_devices`: the array only; the contexts stay librdmacm's.
+#[no_mangle]
+pub extern "C" fn rdma_free_devices(list: *mut *mut IbvContext) {
+    // SAFETY: NULL or an array rdma_get_devices allocated with calloc.
+    unsafe { libc::free(list.cast()) }
+}
+symver!(rdma_free_devices, "RDMACM_1.0");
 
 /// Whether `ip` is the address of a configured device (rdma_cm may bind it).
 pub fn is_device_ip(ip: std::net::IpAddr) -> bool {

@@ -45,7 +45,7 @@ fn sizes(p: &UrocePd, asked: &IbvSrqAttr) -> Result<SrqAttr, c_int> {
     Ok(SrqAttr { max_wr: asked.max_wr.max(MIN_SRQ_WR), max_sge: asked.max_sge.max(1), srq_limit: asked.srq_limit })
 }
 
-fn create_srq(pd: *mut IbvPd, init: *mut IbvSrqInitAttr) -> Result<*mut IbvSrq, c_int> {
+pub fn create_srq(pd: *mut IbvPd, init: *mut IbvSrqInitAttr) -> Result<*mut IbvSrq, c_int> {
     let p = PDS.get(pd.cast::<UrocePd>()).ok_or(libc::EINVAL)?;
     // SAFETY: init is NULL or points at the caller's struct ibv_srq_init_attr.
     let init = unsafe { init.as_mut() }.ok_or(libc::EINVAL)?;

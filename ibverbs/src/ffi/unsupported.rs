@@ -191,13 +191,8 @@ symver!(verbs_allow_disassociate_destroy, "IBVERBS_PRIVATE_34");
 
 // --- librdmacm: not served yet. librdmacm's int calls return -1 with errno.
 
-returns_null! {
-    rdma_get_devices @ "RDMACM_1.0",
-}
-
 returns_minus_one! { libc::EOPNOTSUPP;
     rdma_create_qp_ex @ "RDMACM_1.0",
-    rdma_create_srq @ "RDMACM_1.0",
     rdma_create_srq_ex @ "RDMACM_1.0",
     rdma_join_multicast @ "RDMACM_1.0",
     rdma_leave_multicast @ "RDMACM_1.0",
@@ -206,11 +201,6 @@ returns_minus_one! { libc::EOPNOTSUPP;
     rdma_get_remote_ece @ "RDMACM_1.3",
     rdma_reject_ece @ "RDMACM_1.3",
     rdma_set_local_ece @ "RDMACM_1.3",
-}
-
-does_nothing! {
-    rdma_destroy_srq @ "RDMACM_1.0",
-    rdma_free_devices @ "RDMACM_1.0",
 }
 
 // rsocket: sockets over RDMA, which programs import (rping's common.h takes

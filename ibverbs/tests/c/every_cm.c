@@ -1,0 +1,179 @@
+/* The librdmacm calls no other C program of tests/c/ makes, through the
+ * drop-in, with librdmacm's answers asserted: rdma_get_devices and
+ * rdma_free_devices; synchronous endpoints (rdma_create_ep with a QP and an
+ * SRQ made by rdma_create_srq, rdma_get_request, a reject with private data,
+ * then an accept) with the client in a thread of its own; rdma_init_qp_attr,
+ * rdma_set_option, rdma_migrate_id, rdma_establish; what uroce lacks
+ * (EOPNOTSUPP) and rsocket (ENOSYS; rpoll is poll). argv: the server's IP,
+ * the client's. Prints "ok" and exits 0, or names the failed check and
+ * exits 1. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <rdma/rsocket.h>
+#include "check.h"
+
+static const char *server_ip, *client_ip;
+static const char *port = "7473";
+
+static struct rdma_addrinfo *info(const char *node, int passive)
+{
+	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP, .ai_flags = passive ? RAI_PASSIVE : 0 }, *res;
+	CHECK(rdma_getaddrinfo(node, passive == 2 ? NULL : port, &hints, &res) == 0);
+	return res;
+}
+
+/* The client: refused once (with the server's private data), then
+ * connected; a SEND to the server over the connection. */
+static void *client(void *unused)
+{
+	(void)unused;
+	/* From the client's own address (its device). */
+	struct rdma_addrinfo *src = info(client_ip, 2); /* any port */
+	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP, .ai_src_addr = src->ai_src_addr,
+				       .ai_src_len = src->ai_src_len }, *res;
+	CHECK(rdma_getaddrinfo(server_ip, port, &hints, &res) == 0);
+	struct ibv_qp_init_attr attr = { .cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1 },
+					 .qp_type = IBV_QPT_RC, .sq_sig_all = 1 };
+	for (int round = 0; round < 2; round++) {
+		struct rdma_cm_id *id;
+		CHECK(rdma_create_ep(&id, res, NULL, &attr) == 0 && id->qp && id->verbs);
+		/* The attributes stay the caller's: the CQs made for the ID are not left in them. */
+		CHECK(attr.send_cq == NULL && attr.recv_cq == NULL && attr.srq == NULL);
+		int rc = rdma_connect(id, NULL);
+		if (round == 0) {
+			CHECK(rc == -1 && errno == ECONNREFUSED);
+			rdma_destroy_ep(id);
+			continue;
+		}
+		CHECK(rc == 0);
+		/* Established already: a QP of the ID's own needs no RTU by hand. */
+		CHECK(rdma_establish(id) == -1 && errno == EINVAL);
+		char msg[16] = "hello, server";
+		struct ibv_mr *mr = rdma_reg_msgs(id, msg, sizeof(msg));
+		CHECK(mr && rdma_post_send(id, NULL, msg, sizeof(msg), mr, 0) == 0);
+		struct ibv_wc wc;
+		CHECK(rdma_get_send_comp(id, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
+		CHECK(rdma_disconnect(id) == 0);
+		CHECK(rdma_dereg_mr(mr) == 0);
+		rdma_destroy_ep(id);
+	}
+	rdma_freeaddrinfo(res);
+	rdma_freeaddrinfo(src);
+	return NULL;
+}
+
+static void devices(void)
+{
+	int n = -1;
+	struct ibv_context **list = rdma_get_devices(&n);
+	CHECK(list && n == 2 && list[0] && list[1] && list[2] == NULL);
+	struct ibv_device_attr d;
+	CHECK(ibv_query_device(list[0], &d) == 0 && d.phys_port_cnt == 1);
+	rdma_free_devices(list);
+	CHECK(rdma_get_devices(NULL) != NULL); /* the count is optional */
+}
+
+static void lacking(struct rdma_cm_id *id)
+{
+	errno = 0;
+	CHECK(rdma_create_qp_ex(id, NULL) == -1 && errno == EOPNOTSUPP);
+	CHECK(rdma_create_srq_ex(id, NULL) == -1 && errno == EOPNOTSUPP);
+	CHECK(rdma_join_multicast(id, NULL, NULL) == -1 && errno == EOPNOTSUPP);
+	CHECK(rdma_join_multicast_ex(id, NULL, NULL) == -1 && errno == EOPNOTSUPP);
+	CHECK(rdma_leave_multicast(id, NULL) == -1 && errno == EOPNOTSUPP);
+	CHECK(rdma_notify(id, IBV_EVENT_COMM_EST) == -1 && errno == EOPNOTSUPP);
+	CHECK(rdma_set_local_ece(id, NULL) == -1 && rdma_get_remote_ece(id, NULL) == -1);
+	CHECK(rdma_reject_ece(id, NULL, 0) == -1 && errno == EOPNOTSUPP);
+	int opt = 1;
+	errno = 0;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &opt, sizeof(opt)) == -1 && errno == ENOSYS);
+	uint8_t tos = 32;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)) == 0);
+}
+
+static void rsockets(void)
+{
+	errno = 0;
+	CHECK(rsocket(AF_INET, SOCK_STREAM, 0) == -1 && errno == ENOSYS);
+	CHECK(rbind(3, NULL, 0) == -1 && rlisten(3, 1) == -1 && raccept(3, NULL, NULL) == -1);
+	CHECK(rconnect(3, NULL, 0) == -1 && rshutdown(3, 0) == -1 && rclose(3) == -1);
+	char b[4];
+	struct iovec iov = { b, 4 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	CHECK(rrecv(3, b, 4, 0) == -1 && rrecvfrom(3, b, 4, 0, NULL, NULL) == -1 && rrecvmsg(3, &mh, 0) == -1);
+	CHECK(rsend(3, b, 4, 0) == -1 && rsendto(3, b, 4, 0, NULL, 0) == -1 && rsendmsg(3, &mh, 0) == -1);
+	CHECK(rread(3, b, 4) == -1 && rreadv(3, &iov, 1) == -1 && rwrite(3, b, 4) == -1 && rwritev(3, &iov, 1) == -1);
+	socklen_t len = 0;
+	CHECK(rgetpeername(3, NULL, &len) == -1 && rgetsockname(3, NULL, &len) == -1);
+	CHECK(rsetsockopt(3, 0, 0, NULL, 0) == -1 && rgetsockopt(3, 0, 0, NULL, &len) == -1);
+	CHECK(rfcntl(3, F_GETFL) == -1 && riomap(3, NULL, 0, 0, 0, 0) == -1 && riounmap(3, NULL, 0) == -1);
+	CHECK(riowrite(3, b, 4, 0, 0) == -1 && rselect(0, NULL, NULL, NULL, NULL) == -1 && errno == ENOSYS);
+	/* rpoll on ordinary descriptors is poll(2). */
+	int fds[2];
+	CHECK(pipe(fds) == 0 && write(fds[1], "x", 1) == 1);
+	struct pollfd p = { .fd = fds[0], .events = POLLIN };
+	CHECK(rpoll(&p, 1, 1000) == 1 && (p.revents & POLLIN));
+	close(fds[0]);
+	close(fds[1]);
+}
+
+int main(int argc, char **argv)
+{
+	alarm(30);
+	CHECK(argc == 3);
+	server_ip = argv[1];
+	client_ip = argv[2];
+	devices();
+	rsockets();
+
+	/* A synchronous listener (no channel), an SRQ for the QPs it accepts. */
+	struct rdma_addrinfo *res = info(server_ip, 1);
+	struct rdma_cm_id *listener;
+	CHECK(rdma_create_ep(&listener, res, NULL, NULL) == 0 && listener->verbs && !listener->qp);
+	lacking(listener);
+	struct ibv_qp_attr qattr = { .qp_state = IBV_QPS_INIT };
+	int mask = 0;
+	CHECK(rdma_init_qp_attr(listener, &qattr, &mask) == 0 && (mask & IBV_QP_STATE) && qattr.port_num == 1);
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	CHECK(ch && rdma_migrate_id(listener, ch) == 0 && listener->channel == ch);
+	CHECK(rdma_migrate_id(listener, NULL) == 0); /* synchronous again */
+	CHECK(rdma_listen(listener, 2) == 0);
+	rdma_destroy_event_channel(ch);
+
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, client, NULL) == 0);
+	struct rdma_cm_id *req;
+	CHECK(rdma_get_request(listener, &req) == 0 && req->verbs);
+	CHECK(rdma_reject(req, "busy", 5) == 0);
+	rdma_destroy_id(req);
+
+	CHECK(rdma_get_request(listener, &req) == 0);
+	struct ibv_srq_init_attr sattr = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	CHECK(rdma_create_srq(req, NULL, &sattr) == 0 && req->srq && req->pd);
+	struct ibv_qp_init_attr qinit = { .cap = { .max_send_wr = 2, .max_send_sge = 1 }, .qp_type = IBV_QPT_RC };
+	CHECK(rdma_create_qp(req, req->pd, &qinit) == 0 && req->qp && req->qp->srq == req->srq);
+	char buf[16] = "";
+	struct ibv_mr *mr = rdma_reg_msgs(req, buf, sizeof(buf));
+	CHECK(mr && rdma_post_recv(req, NULL, buf, sizeof(buf), mr) == 0); /* through the SRQ */
+	CHECK(rdma_accept(req, NULL) == 0);
+	struct ibv_wc wc;
+	CHECK(rdma_get_recv_comp(req, &wc) == 1 && wc.status == IBV_WC_SUCCESS && !strcmp(buf, "hello, server"));
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK(rdma_dereg_mr(mr) == 0);
+	rdma_destroy_qp(req);
+	rdma_destroy_srq(req);
+	CHECK(req->srq == NULL);
+	rdma_destroy_ep(req);
+	rdma_destroy_ep(listener);
+	rdma_freeaddrinfo(res);
+	printf("ok\n");
+	return 0;
+}
