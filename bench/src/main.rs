@@ -37,6 +37,15 @@ enum Cmd {
         #[arg(long, default_value_t = 0.5)]
         secs: f64,
     },
+    /// One core's memcpy rate in GB/s: CHUNK-byte copies out of a SPAN-byte source (in cache), as the engine copies payload
+    Memcpy {
+        #[arg(long, default_value_t = 4096)]
+        chunk: usize,
+        #[arg(long, default_value_t = 65536)]
+        span: usize,
+        #[arg(long, default_value_t = 0.5)]
+        secs: f64,
+    },
     /// Nanoseconds per clock read and per empty non-blocking UDP receive (a system call that finds nothing)
     SyscallCost {
         #[arg(long, default_value_t = 0.3)]
@@ -124,6 +133,7 @@ fn run(cmd: Cmd) -> Result<(), String> {
             );
         }
         Cmd::Icrc { payload, secs: s } => println!("{:.2}", rate::icrc_gbps(payload, secs(s))),
+        Cmd::Memcpy { chunk, span, secs: s } => println!("{:.2}", rate::memcpy_gbps(chunk, span, secs(s))),
         Cmd::SyscallCost { secs: s } => {
             let (clock, recv) = rate::syscall_costs(secs(s))?;
             println!("clock_read_ns {clock:.1}\nempty_udp_recv_ns {recv:.1}");

@@ -39,6 +39,32 @@ pub fn icrc_gbps(payload: usize, time: Duration) -> f64 {
     (n as f64 * p.len() as f64) / start.elapsed().as_secs_f64() / 1e9
 }
 
+/// GB/s (10^9 bytes copied a second) of one core's memcpy in `chunk`-byte
+/// copies from a `span`-byte source into a packet-sized buffer, as the
+/// engine copies between a region and a packet (`span` small enough, the
+/// source stays in cache, as a benchmark's buffer does).
+pub fn memcpy_gbps(chunk: usize, span: usize, time: Duration) -> f64 {
+    let chunk = chunk.max(1);
+    let src: Vec<u8> = (0..span.max(chunk)).map(|i| (i * 31) as u8).collect();
+    let mut dst = vec![0u8; chunk];
+    let offsets: Vec<usize> = (0..src.len() / chunk).map(|i| i * chunk).collect();
+    let mut copy_all = || {
+        for &o in &offsets {
+            dst.copy_from_slice(black_box(&src[o..o + chunk]));
+            black_box(&mut dst);
+        }
+    };
+    copy_all();
+    let start = Instant::now();
+    let mut n = 0u64;
+    // Bounded by the clock and by a count.
+    while start.elapsed() < time && n < 100_000_000 {
+        copy_all();
+        n += offsets.len() as u64;
+    }
+    (n as f64 * chunk as f64) / start.elapsed().as_secs_f64() / 1e9
+}
+
 /// Nanoseconds per call of what uroce's polling loop does most: read the
 /// clock (`Instant::now`), and ask an empty non-blocking UDP socket for a
 /// datagram (one `recvfrom` returning EAGAIN: a system call that finds

@@ -138,12 +138,28 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-/// The cells of a row: figure, uroce, baseline, ratio, target met?
-pub fn cells(r: &Row) -> [String; 5] {
+/// The figure of one core's memcpy rate (GB/s), which every throughput
+/// figure is also given as a fraction of: the row whose figure starts
+/// with this.
+pub const MEMCPY_FIGURE: &str = "memcpy,";
+
+/// One core's memcpy rate in GB/s, if the table has it.
+pub fn memcpy_limit(rows: &[Row]) -> Option<f64> {
+    rows.iter().find(|r| r.figure.starts_with(MEMCPY_FIGURE) && r.unit == "GB/s").and_then(|r| median(&r.uroce))
+}
+
+/// The cells of a row: figure, uroce, baseline, ratio, target met? A
+/// throughput in Gbit/s also says what fraction it is of one core's
+/// memcpy rate (`limit`, GB/s).
+pub fn cells(r: &Row, limit: Option<f64>) -> [String; 5] {
     let u = median(&r.uroce);
     let b = median(&r.baseline);
     let with_unit = |v: f64| if r.unit.is_empty() { fmt_num(v) } else { format!("{} {}", fmt_num(v), r.unit) };
-    let uroce = u.map(with_unit).unwrap_or_else(|| "not measured".into());
+    let of_memcpy = |v: f64| match limit.filter(|l| *l > 0.0 && r.unit == "Gbit/s") {
+        Some(l) => format!("{} ({}% of memcpy)", with_unit(v), fmt_num(100.0 * v / 8.0 / l)),
+        None => with_unit(v),
+    };
+    let uroce = u.map(of_memcpy).unwrap_or_else(|| "not measured".into());
     let baseline = match b {
         Some(b) => format!("{} {}", r.baseline_name, with_unit(b)).trim().to_string(),
         None if r.baseline_name.is_empty() => "-".into(),
@@ -167,7 +183,8 @@ const HEAD: [&str; 5] = ["figure", "uroce", "baseline", "ratio", "target met?"];
 
 /// The table as aligned text, sections as headings, notes after their row.
 pub fn text(rows: &[Row]) -> String {
-    let all: Vec<[String; 5]> = rows.iter().map(cells).collect();
+    let limit = memcpy_limit(rows);
+    let all: Vec<[String; 5]> = rows.iter().map(|r| cells(r, limit)).collect();
     let mut w = HEAD.map(str::len);
     for c in &all {
         for (k, s) in c.iter().enumerate() {
@@ -207,6 +224,7 @@ fn md_escape(s: &str) -> String {
 
 /// The table as markdown: one table, a bold row per section, notes in the figure cell.
 pub fn markdown(rows: &[Row]) -> String {
+    let limit = memcpy_limit(rows);
     let mut out = format!("| {} |\n|{}\n", HEAD.join(" | "), " --- |".repeat(5));
     let mut section = None;
     for r in rows {
@@ -214,7 +232,7 @@ pub fn markdown(rows: &[Row]) -> String {
             let _ = writeln!(out, "| **{}** | | | | |", md_escape(&r.section));
             section = Some(&r.section);
         }
-        let mut c = cells(r).map(|s| md_escape(&s));
+        let mut c = cells(r, limit).map(|s| md_escape(&s));
         if !r.note.is_empty() {
             c[0] = format!("{} <br><sub>{}</sub>", c[0], md_escape(&r.note));
         }
@@ -244,7 +262,7 @@ pub fn samples_text(rows: &[Row]) -> String {
 pub fn verdicts(rows: &[Row]) -> (usize, usize, usize) {
     let mut v = (0, 0, 0);
     for r in rows.iter().filter(|r| r.target.is_some()) {
-        let c = cells(r);
+        let c = cells(r, None);
         if c[4].starts_with("yes") {
             v.0 += 1;
         } else if c[4].starts_with("NO") {

@@ -16,17 +16,17 @@ const TSV: &str = "# section\tfigure\turoce\tbaseline name\tbaseline\tunit\tbett
 fn the_table_has_medians_ratios_and_verdicts() {
     let rows = table::parse(TSV).unwrap();
     assert_eq!(rows.len(), 5);
-    let c = table::cells(&rows[0]);
+    let c = table::cells(&rows[0], None);
     assert_eq!(c[1], "8.00 Gbit/s");
     assert_eq!(c[2], "TCP 31.0 Gbit/s");
     assert_eq!(c[3], "0.258x");
     assert_eq!(c[4], "NO (>= 1x)");
-    let c = table::cells(&rows[1]);
+    let c = table::cells(&rows[1], None);
     assert_eq!(c[1], "9.05 us", "the median of an even count is the mean of the middle two");
     assert_eq!(c[4], "NO (<= 1x)");
-    assert_eq!(table::cells(&rows[2])[4], "yes (>= 1x)");
-    assert_eq!(table::cells(&rows[3])[1], "not measured");
-    assert_eq!(table::cells(&rows[4])[4], "n/a (>= 3x, not measured)");
+    assert_eq!(table::cells(&rows[2], None)[4], "yes (>= 1x)");
+    assert_eq!(table::cells(&rows[3], None)[1], "not measured");
+    assert_eq!(table::cells(&rows[4], None)[4], "n/a (>= 3x, not measured)");
     assert_eq!(table::verdicts(&rows), (1, 2, 1));
 
     let text = table::text(&rows);
@@ -38,6 +38,20 @@ fn the_table_has_medians_ratios_and_verdicts() {
     assert!(md.contains("| **4. guests** | | | | |"));
     assert!(md.contains("some \\| note"), "pipes in notes are escaped");
     assert!(table::samples_text(&rows).contains("uroce [8.00, 9.00, 7.00]; TCP [30.0, 32.0, 31.0] Gbit/s"));
+}
+
+/// With one core's memcpy rate in the table, every throughput in Gbit/s
+/// also says what fraction of it it is; other units do not.
+#[test]
+fn throughputs_are_given_as_a_fraction_of_memcpy() {
+    let tsv = format!("{TSV}1. loopback\tmemcpy, 4 KiB copies, one core\t20\t\t\tGB/s\thigher\t-\t\n");
+    let rows = table::parse(&tsv).unwrap();
+    assert_eq!(table::memcpy_limit(&rows), Some(20.0));
+    // 8 Gbit/s is 1 GB/s: 5% of 20 GB/s.
+    assert_eq!(table::cells(&rows[0], Some(20.0))[1], "8.00 Gbit/s (5.00% of memcpy)");
+    assert_eq!(table::cells(&rows[1], Some(20.0))[1], "9.05 us");
+    assert!(table::text(&rows).contains("8.00 Gbit/s (5.00% of memcpy)"));
+    assert!(rate::memcpy_gbps(4096, 65536, std::time::Duration::from_millis(20)) > 0.0);
 }
 
 #[test]
