@@ -44,8 +44,8 @@ pub struct Packet {
     /// What the arrow says: opcode, PSN and the fields that matter.
     pub label: String,
     pub icrc_ok: bool,
-    /// The CM message a QP1 datagram carries.
-    pub cm: Option<String>,
+    /// A CM message to QP1 (its name is in the label).
+    pub is_cm: bool,
     /// Its `-V` text, for the HTML page (empty unless asked for).
     pub explain: String,
 }
@@ -68,7 +68,7 @@ impl Packet {
             atomic_orig: d.repr.atomic_ack_eth.map(|h| h.orig_data),
             label: label(d, cm.as_deref()),
             icrc_ok: d.packet.icrc() == d.icrc_expected,
-            cm,
+            is_cm: cm.is_some(),
             explain: String::new(),
         }
     }

@@ -76,7 +76,7 @@ pub fn annotate(packets: &[Packet], ends: &Endpoints) -> Vec<Row> {
         let kind = if !p.icrc_ok {
             notes.push("ICRC bad: the receiver drops it, as if it were lost".to_string());
             Kind::BadIcrc
-        } else if p.cm.is_some() {
+        } else if p.is_cm {
             Kind::Cm
         } else if !connected {
             Kind::Request
@@ -267,7 +267,7 @@ mod test {
             atomic_orig: (op == Opcode::RcAtomicAck).then_some(7),
             label: String::new(),
             icrc_ok: true,
-            cm: None,
+            is_cm: false,
             explain: String::new(),
         }
     }

@@ -1,6 +1,6 @@
 //! The ladder in the terminal: a time column, one vertical line per
-//! endpoint, an arrow per row with its label on it (or after the lines
-//! when it does not fit between them), and each note on a line of its own
+//! endpoint, an arrow per row with its label on it (or under it when it
+//! does not fit between the lines), and each note on a line of its own
 //! under its arrow. ASCII only; ANSI colour when asked.
 
 use super::rules::duration;
@@ -34,18 +34,24 @@ const TIME_WIDTH: usize = 22;
 /// The least room a column gets.
 const MIN_SPACING: usize = 14;
 
+/// Where the columns' lines are, and the width to fit.
+struct Layout {
+    centers: Vec<usize>,
+    width: usize,
+}
+
 /// The whole diagram.
 pub fn render(titles: &[String], rows: &[Row], style: Style) -> String {
-    let centers = place_columns(titles, rows, style.width.saturating_sub(TIME_WIDTH));
-    let area = centers.last().map_or(1, |&c| c + 1);
+    let layout =
+        Layout { centers: place_columns(titles, rows, style.width.saturating_sub(TIME_WIDTH)), width: style.width };
     let mut out = String::new();
-    header(&mut out, titles, &centers, area);
+    header(&mut out, titles, &layout);
     let mut prev = None;
     for row in rows {
         if row.kind == Kind::Elided {
-            let _ = writeln!(out, "{:TIME_WIDTH$}{}", "", verticals(&centers, area).trim_end());
+            let _ = writeln!(out, "{:TIME_WIDTH$}{}", "", layout.verticals().trim_end());
             for note in &row.notes {
-                under_arrow(&mut out, note, "", row, &centers, area, None, style.width);
+                layout.under_arrow(&mut out, note, "", row, None);
             }
             continue;
         }
@@ -56,23 +62,27 @@ pub fn render(titles: &[String], rows: &[Row], style: Style) -> String {
             row.first.time.as_secs_f64(),
             gap.map_or(String::new(), |g| format!("+{}", duration(g)))
         );
-        let (line, label_after) = arrow(row, &centers, area);
+        let (line, label_under) = layout.arrow(row);
         let paint = colour_of(row.kind).filter(|_| style.colour);
         let _ = write!(out, "{time:<TIME_WIDTH$}");
-        match paint {
-            Some(c) => out.push_str(&format!("\x1b[{c}m{line}\x1b[0m")),
-            None => out.push_str(&line),
-        }
-        out.push('\n');
+        painted(&mut out, &line, paint);
         // A label too long for its arrow goes under it, as the notes do.
-        if let Some(label) = label_after {
-            under_arrow(&mut out, &label, "", row, &centers, area, paint.filter(|_| style.colour), style.width);
+        if let Some(label) = label_under {
+            layout.under_arrow(&mut out, &label, "", row, paint);
         }
         for note in &row.notes {
-            under_arrow(&mut out, note, "^ ", row, &centers, area, style.colour.then_some("33"), style.width);
+            layout.under_arrow(&mut out, note, "^ ", row, style.colour.then_some("33"));
         }
     }
     out
+}
+
+/// `text` and a newline, in ANSI colour `colour` if any.
+fn painted(out: &mut String, text: &str, colour: Option<&str>) {
+    let _ = match colour {
+        Some(c) => writeln!(out, "\x1b[{c}m{text}\x1b[0m"),
+        None => writeln!(out, "{text}"),
+    };
 }
 
 /// Where each column's line goes: neighbours far enough apart for their
@@ -110,11 +120,11 @@ fn place_columns(titles: &[String], rows: &[Row], area: usize) -> Vec<usize> {
 }
 
 /// Each title centred on its line, split into address and QP.
-fn header(out: &mut String, titles: &[String], centers: &[usize], area: usize) {
+fn header(out: &mut String, titles: &[String], layout: &Layout) {
     for part in 0..2 {
-        let mut line = vec![b' '; area + 40];
+        let mut line = vec![b' '; layout.area() + 40];
         let mut free = 0;
-        for (t, &c) in titles.iter().zip(centers) {
+        for (t, &c) in titles.iter().zip(&layout.centers) {
             let text = match t.split_once(" QP ") {
                 Some((ip, _)) if part == 0 => ip.to_string(),
                 Some((_, qp)) => format!("QP {qp}"),
@@ -130,85 +140,75 @@ fn header(out: &mut String, titles: &[String], centers: &[usize], area: usize) {
         }
         let _ = writeln!(out, "{:TIME_WIDTH$}{}", "", String::from_utf8_lossy(&line).trim_end());
     }
-    let _ = writeln!(out, "{:TIME_WIDTH$}{}", "", verticals(centers, area));
+    let _ = writeln!(out, "{:TIME_WIDTH$}{}", "", layout.verticals());
 }
 
-fn verticals(centers: &[usize], area: usize) -> String {
-    let mut line = vec![b' '; area];
-    for &c in centers {
-        line[c] = b'|';
+impl Layout {
+    /// The columns' span: up to the last line.
+    fn area(&self) -> usize {
+        self.centers.last().map_or(1, |&c| c + 1)
     }
-    String::from_utf8_lossy(&line).into_owned()
-}
 
-/// The row's line of verticals with its arrow, the label on the arrow if
-/// it fits there, else returned to go after the line.
-fn arrow(row: &Row, centers: &[usize], area: usize) -> (String, Option<String>) {
-    let mut line = verticals(centers, area).into_bytes();
-    let label = row.label();
-    let (a, b) = (centers[row.from], centers[row.to]);
-    if a == b {
-        // To itself (a QP connected to itself): a loop mark.
-        return (String::from_utf8_lossy(&line).into_owned(), Some(format!("<-' {label}")));
-    }
-    let (lo, hi) = (a.min(b), a.max(b));
-    for cell in &mut line[lo + 1..hi] {
-        *cell = b'-';
-    }
-    if b > a {
-        line[hi - 1] = b'>';
-    } else {
-        line[lo + 1] = b'<';
-    }
-    let room = hi - lo - 1;
-    if label.len() + 4 <= room {
-        let start = lo + 1 + (room - label.len()) / 2;
-        line[start - 1] = b' ';
-        line[start..start + label.len()].copy_from_slice(label.as_bytes());
-        line[start + label.len()] = b' ';
-        return (String::from_utf8_lossy(&line).into_owned(), None);
-    }
-    (String::from_utf8_lossy(&line).into_owned(), Some(label))
-}
-
-/// A text under its arrow (a note, or a label too long for it), from just
-/// right of the arrow's left end, wrapped to the width; the verticals it
-/// does not cover stay.
-#[allow(clippy::too_many_arguments)]
-fn under_arrow(
-    out: &mut String,
-    text: &str,
-    mark: &str,
-    row: &Row,
-    centers: &[usize],
-    area: usize,
-    colour: Option<&str>,
-    width: usize,
-) {
-    let start = centers[row.from].min(centers[row.to]) + 2;
-    let room = width.saturating_sub(TIME_WIDTH + start + mark.len()).max(8);
-    for (i, chunk) in wrap(text, room).into_iter().enumerate() {
-        let text = format!("{}{chunk}", if i == 0 { mark.to_string() } else { " ".repeat(mark.len()) });
-        let mut line = verticals(centers, area).into_bytes();
-        let end = start + text.len();
-        if end > line.len() {
-            line.resize(end, b' ');
+    fn verticals(&self) -> String {
+        let mut line = vec![b' '; self.area()];
+        for &c in &self.centers {
+            line[c] = b'|';
         }
-        // The text and a space after it, clear of the next vertical.
-        line[start..end].copy_from_slice(text.as_bytes());
-        if let Some(c) = line.get_mut(end) {
-            *c = b' ';
+        String::from_utf8_lossy(&line).into_owned()
+    }
+
+    /// The row's line of verticals with its arrow, the label on the arrow
+    /// if it fits there, else returned to go under it.
+    fn arrow(&self, row: &Row) -> (String, Option<String>) {
+        let mut line = self.verticals().into_bytes();
+        let label = row.label();
+        let (a, b) = (self.centers[row.from], self.centers[row.to]);
+        if a == b {
+            // To itself (a QP connected to itself): a loop mark.
+            return (String::from_utf8_lossy(&line).into_owned(), Some(format!("<-' {label}")));
         }
-        let line = String::from_utf8_lossy(&line).trim_end().to_string();
-        let (before, after) = line.split_at(start.min(line.len()));
-        let _ = write!(out, "{:TIME_WIDTH$}{before}", "");
-        match colour {
-            Some(c) => {
-                let _ = writeln!(out, "\x1b[{c}m{after}\x1b[0m");
+        let (lo, hi) = (a.min(b), a.max(b));
+        for cell in &mut line[lo + 1..hi] {
+            *cell = b'-';
+        }
+        if b > a {
+            line[hi - 1] = b'>';
+        } else {
+            line[lo + 1] = b'<';
+        }
+        let room = hi - lo - 1;
+        if label.len() + 4 <= room {
+            let start = lo + 1 + (room - label.len()) / 2;
+            line[start - 1] = b' ';
+            line[start..start + label.len()].copy_from_slice(label.as_bytes());
+            line[start + label.len()] = b' ';
+            return (String::from_utf8_lossy(&line).into_owned(), None);
+        }
+        (String::from_utf8_lossy(&line).into_owned(), Some(label))
+    }
+
+    /// A text under its arrow (a note, or a label too long for it), from
+    /// just right of the arrow's left end, wrapped to the width; the
+    /// verticals it does not cover stay.
+    fn under_arrow(&self, out: &mut String, text: &str, mark: &str, row: &Row, colour: Option<&str>) {
+        let start = self.centers[row.from].min(self.centers[row.to]) + 2;
+        let room = self.width.saturating_sub(TIME_WIDTH + start + mark.len()).max(8);
+        for (i, chunk) in wrap(text, room).into_iter().enumerate() {
+            let text = format!("{}{chunk}", if i == 0 { mark.to_string() } else { " ".repeat(mark.len()) });
+            let mut line = self.verticals().into_bytes();
+            let end = start + text.len();
+            if end > line.len() {
+                line.resize(end, b' ');
             }
-            None => {
-                let _ = writeln!(out, "{after}");
+            // The text and a space after it, clear of the next vertical.
+            line[start..end].copy_from_slice(text.as_bytes());
+            if let Some(c) = line.get_mut(end) {
+                *c = b' ';
             }
+            let line = String::from_utf8_lossy(&line).trim_end().to_string();
+            let (before, after) = line.split_at(start.min(line.len()));
+            let _ = write!(out, "{:TIME_WIDTH$}{before}", "");
+            painted(out, after, colour);
         }
     }
 }
