@@ -103,38 +103,6 @@ static void queries(struct ibv_context *ctx)
 	CHECK(ibv_reg_dmabuf_mr(NULL, 0, 0, 0, -1, 0) == NULL && errno == EOPNOTSUPP);
 }
 
-/* Two RC QPs of one context connected to each other. */
-static void connect_pair(struct ibv_qp *a, struct ibv_qp *b)
-{
-	struct ibv_port_attr port;
-	CHECK(ibv_query_port(a->context, 1, &port) == 0);
-	union ibv_gid gid;
-	CHECK(ibv_query_gid(a->context, 1, 1, &gid) == 0);
-	struct ibv_qp *qps[2] = { a, b };
-	for (int i = 0; i < 2; i++) {
-		struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-					    .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
-		CHECK(ibv_modify_qp(qps[i], &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-	}
-	for (int i = 0; i < 2; i++) {
-		struct ibv_qp_attr attr = {
-			.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = qps[1 - i]->qp_num,
-			.rq_psn = 100 * (2 - i), .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
-			.ah_attr = { .is_global = 1, .port_num = 1, .grh = { .dgid = gid, .sgid_index = 1, .hop_limit = 64 } },
-		};
-		CHECK(ibv_modify_qp(qps[i], &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-						   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-		attr.qp_state = IBV_QPS_RTS;
-		attr.sq_psn = 100 * (1 + i);
-		attr.timeout = 14;
-		attr.retry_cnt = 7;
-		attr.rnr_retry = 7;
-		attr.max_rd_atomic = 1;
-		CHECK(ibv_modify_qp(qps[i], &attr, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-						   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
-	}
-}
-
 /* A completion channel woken by a WRITE with immediate; ibv_query_qp;
  * ibv_rereg_mr and ibv_reg_mr_iova2; ibv_resize_cq; ECE. */
 static void channel_and_memory(struct ibv_context *ctx)
@@ -150,7 +118,10 @@ static void channel_and_memory(struct ibv_context *ctx)
 					 .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 } };
 	struct ibv_qp *a = ibv_create_qp(pd, &init), *b = ibv_create_qp(pd, &init);
 	CHECK(a && b);
-	connect_pair(a, b);
+	union ibv_gid gid;
+	CHECK(ibv_query_gid(ctx, 1, 1, &gid) == 0);
+	connect_rc(a, b->qp_num, gid);
+	connect_rc(b, a->qp_num, gid);
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr qi;
 	CHECK(ibv_query_qp(b, &qa, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_PATH_MTU, &qi) == 0);
@@ -211,12 +182,7 @@ static void ah_from_wc(struct ibv_context *ctx)
 					 .cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1 } };
 	struct ibv_qp *qp = ibv_create_qp(pd, &init);
 	CHECK(pd && cq && qp);
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x11111111 };
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
-	a.qp_state = IBV_QPS_RTR;
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0);
-	a.qp_state = IBV_QPS_RTS;
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+	ud_to_rts(qp, 0x11111111, 0);
 	char *buf = calloc(1, 256);
 	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 256, IBV_ACCESS_LOCAL_WRITE);
 	struct ibv_sge rs = { .addr = (uintptr_t)buf, .length = 104, .lkey = mr->lkey };

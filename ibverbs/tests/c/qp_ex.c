@@ -48,35 +48,6 @@ static struct ibv_qp *qp_ex(uint64_t ops)
 	return ibv_create_qp_ex(ctx, &a);
 }
 
-/* RESET -> RTS, connected to the QP numbered dest on this same port. */
-static void connect_to(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid)
-{
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC };
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.rq_psn = 100;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.dgid = gid;
-	a.ah_attr.grh.sgid_index = 1;
-	a.ah_attr.grh.hop_limit = 1;
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 100;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
-}
-
 /* ibv_query_device_ex and ibv_create_cq_ex; the CQ made is `cq`. */
 static void cq_ex_checks(void)
 {
@@ -171,8 +142,8 @@ int main(void)
 	CHECK(ax && &ax->qp_base == a);
 	union ibv_gid gid;
 	CHECK(ibv_query_gid(ctx, 1, 1, &gid) == 0);
-	connect_to(a, b->qp_num, gid);
-	connect_to(b, a->qp_num, gid);
+	connect_rc(a, b->qp_num, gid);
+	connect_rc(b, a->qp_num, gid);
 
 	char *mem = aligned_alloc(4096, 8192);
 	CHECK(mem);

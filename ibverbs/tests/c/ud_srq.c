@@ -30,13 +30,7 @@ static struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq
 	CHECK(qp && qp->srq == srq);
 	if (srq)
 		CHECK(init.cap.max_recv_wr == 0); /* no receive queue of its own */
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY };
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
-	a.qp_state = IBV_QPS_RTR;
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0);
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 7;
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+	ud_to_rts(qp, QKEY, 7);
 	return qp;
 }
 

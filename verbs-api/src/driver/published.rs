@@ -95,10 +95,7 @@ pub fn device_counters(device: &str) -> io::Result<(Vec<(String, u64)>, usize)> 
             open += 1;
         }
         for (name, value) in stats {
-            match sums.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, sum)) => *sum = sum.saturating_add(value),
-                None => sums.push((name, value)),
-            }
+            add_to(&mut sums, &name, value);
         }
     }
     Ok((sums, open))
@@ -136,13 +133,18 @@ fn add_into(path: &Path, device: &str, stats: &[Stat]) -> io::Result<()> {
     file.read_to_string(&mut text)?;
     let mut sums: Vec<(String, u64)> = parse(&text).map(|(_, s)| s).unwrap_or_default();
     for &(name, value) in stats {
-        match sums.iter_mut().find(|(n, _)| n == name) {
-            Some((_, sum)) => *sum = sum.saturating_add(value),
-            None => sums.push((name.to_string(), value)),
-        }
+        add_to(&mut sums, name, value);
     }
     let sums: Vec<(&str, u64)> = sums.iter().map(|(n, v)| (n.as_str(), *v)).collect();
     rewrite(&mut file, &render(device, &sums))
+}
+
+/// Adds `value` to counter `name` of `sums` (a new one goes last).
+fn add_to(sums: &mut Vec<(String, u64)>, name: &str, value: u64) {
+    match sums.iter_mut().find(|(n, _)| n == name) {
+        Some((_, sum)) => *sum = sum.saturating_add(value),
+        None => sums.push((name.to_string(), value)),
+    }
 }
 
 fn rewrite(file: &mut File, text: &str) -> io::Result<()> {
