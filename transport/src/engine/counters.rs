@@ -50,6 +50,9 @@ counters! {
     RemoteInvRefused = "remote_inv_refused", "SEND_WITH_INV naming a key that may not be invalidated remotely, NAKed.";
     AuthBadMac = "auth_bad_mac", "Dropped: a packet for an authenticated QP whose tag does not match (forged, changed or from another key).";
     AuthReplay = "auth_replay", "Dropped: a UC packet for an authenticated QP with a PSN it took already (a replay).";
+    MwLocalOps = "mw_local_ops", "BIND_MW and LOCAL_INV work requests done (memory windows bound, keys invalidated).";
+    MwBindRefused = "mw_bind_refused", "BIND_MW work requests refused (completed with MW_BIND_ERR).";
+    LocalInvRefused = "local_inv_refused", "LOCAL_INV work requests refused (completed with LOC_QP_OP_ERR).";
 }
 
 impl Counter {
@@ -87,6 +90,6 @@ mod test {
         assert_eq!(all[0], ("sent_pkts", 0));
         assert_eq!(all[4], ("rcvd_rnr_err", 1));
         assert_eq!(all[Counter::RXE_COUNT - 1].0, "rdma_recvs");
-        assert_eq!(all.len(), Counter::RXE_COUNT + 12);
+        assert_eq!(all.len(), Counter::RXE_COUNT + 15);
     }
 }

@@ -5,7 +5,9 @@
 //! the engine never touches a byte outside a region's `0..len()`.
 
 use super::status::WcStatus;
+use super::window::Mw;
 use super::wr::{AccessFlags, Sge};
+use super::Error;
 use std::collections::BTreeMap;
 
 /// A protection domain handle.
@@ -118,45 +120,60 @@ pub(crate) enum AccessError {
     Violation,
 }
 
-/// Every region of an engine, by key.
+/// Every region and memory window of an engine, by key.
 #[derive(Default)]
 pub(crate) struct MrTable {
-    by_key: BTreeMap<u32, Mr>,
+    pub(super) by_key: BTreeMap<u32, Mr>,
+    /// Memory windows by index (the rkey without its key byte): a window
+    /// owns all 256 keys of its index, as its key byte changes with each
+    /// bind, so no region's key falls in that block (`engine/window.rs`).
+    pub(super) windows: BTreeMap<u32, Mw>,
     /// Counts the regions removed or invalidated: a work request checked
     /// under an older count is checked again before its bytes are read.
-    generation: u64,
+    pub(super) generation: u64,
+}
+
+/// Who reaches memory by a remote key: the QP and its protection domain
+/// (a type 2 window answers only the QP it was bound by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Accessor {
+    pub qpn: u32,
+    pub pd: Pd,
+}
+
+/// Where a checked remote access lands: the region's key and the offset in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Target {
+    pub key: u32,
+    pub offset: usize,
 }
 
 impl MrTable {
     pub fn insert(&mut self, key: u32, mr: Mr) {
         self.by_key.insert(key, mr);
     }
-    pub fn contains(&self, key: u32) -> bool {
-        self.by_key.contains_key(&key)
+    /// Whether `key` may be given to a new region: no region has it and it
+    /// is not in a window's block.
+    pub fn key_is_free(&self, key: u32) -> bool {
+        !self.by_key.contains_key(&key) && !self.windows.contains_key(&(key >> 8))
     }
-    pub fn remove(&mut self, key: u32) -> Option<Mr> {
+    /// Removes the region of `key`; refused while a memory window is bound
+    /// to it (rxe's EINVAL, IBA 10.6.7.2.6).
+    pub fn remove(&mut self, key: u32) -> Result<Mr, Error> {
+        if !self.by_key.contains_key(&key) {
+            return Err(Error::NoSuchMr(key));
+        }
+        if self.windows_bound_to(key) > 0 {
+            return Err(Error::MrHasWindows(key));
+        }
         self.generation += 1;
-        self.by_key.remove(&key)
+        self.by_key.remove(&key).ok_or(Error::NoSuchMr(key))
     }
     pub fn get(&self, key: u32) -> Option<&Mr> {
         self.by_key.get(&key)
     }
     pub fn get_mut(&mut self, key: u32) -> Option<&mut Mr> {
         self.by_key.get_mut(&key)
-    }
-    /// Stops `key` accepting access (a remote invalidate): whether it names
-    /// a region of `pd` registered as invalidatable (only those may be
-    /// invalidated by a peer, as only windows and fast-registration MRs on
-    /// rxe; a peer must not disable the application's ordinary regions).
-    pub fn invalidate(&mut self, key: u32, pd: Pd) -> bool {
-        match self.by_key.get_mut(&key) {
-            Some(mr) if mr.pd == pd && mr.access.contains(AccessFlags::REMOTE_INVALIDATE) => {
-                mr.valid = false;
-                self.generation += 1;
-                true
-            }
-            _ => false,
-        }
     }
     /// Moves `key`'s region to `pd` with `access` (a re-registration): work
     /// requests checked before are checked again. Whether it existed.
@@ -182,35 +199,63 @@ impl MrTable {
         self.by_key.get(&key)?.offset_of(pd, va, len, need)
     }
 
-    /// Checks a remote access (rkey). Remote write and atomic need the matching
-    /// flag; a region allowing remote write or atomic must also allow local
-    /// write, which registration already enforced.
-    pub fn check_remote(&self, rkey: u32, pd: Pd, va: u64, len: u64, need: AccessFlags) -> Result<(), AccessError> {
-        self.check(rkey, pd, va, len, need).map(|_| ()).ok_or(AccessError::Violation)
+    /// Checks a remote access (rkey, a region's or a window's) and says where
+    /// it lands. Remote write and atomic need the matching flag; a region
+    /// allowing remote write or atomic must also allow local write, which
+    /// registration (or the window's bind) already enforced.
+    pub fn check_remote(
+        &self,
+        rkey: u32,
+        who: Accessor,
+        va: u64,
+        len: u64,
+        need: AccessFlags,
+    ) -> Result<Target, AccessError> {
+        let (key, va, need) = match self.windows.get(&(rkey >> 8)) {
+            Some(mw) => {
+                let mr_va = mw.reach(rkey, who, va, len, need).ok_or(AccessError::Violation)?;
+                // Through a window the window's rights count, not the region's.
+                (mw.region().ok_or(AccessError::Violation)?, mr_va, AccessFlags::EMPTY)
+            }
+            None => (rkey, va, need),
+        };
+        let offset = self.check(key, who.pd, va, len, need).ok_or(AccessError::Violation)?;
+        Ok(Target { key, offset })
     }
 
-    pub fn read_remote(&self, rkey: u32, va: u64, dst: &mut [u8]) {
-        let mr = &self.by_key[&rkey];
-        mr.storage.read((va - mr.addr) as usize, dst);
+    /// Whether `rkey` names a whole region (or a bound window) `who` may
+    /// reach with `need` (a FLUSH of the whole region).
+    pub fn check_whole(&self, rkey: u32, who: Accessor, need: AccessFlags) -> bool {
+        match self.windows.get(&(rkey >> 8)) {
+            Some(mw) => mw.reach(rkey, who, mw.start(), mw.len(), need).is_some(),
+            None => self.by_key.get(&rkey).is_some_and(|mr| mr.valid && mr.pd == who.pd && mr.access.contains(need)),
+        }
+    }
+
+    pub fn read_remote(&self, at: Target, dst: &mut [u8]) {
+        // Checked under the engine's lock just before; a region gone anyway
+        // reads as zeros rather than a panic.
+        match self.by_key.get(&at.key) {
+            Some(mr) => mr.storage.read(at.offset, dst),
+            None => dst.fill(0),
+        }
     }
     /// Writes one packet's payload of a remote WRITE, checking its range
     /// again: the region may have been deregistered or invalidated since the
     /// message's first packet (and its key even given to another region).
-    pub fn write_remote(&mut self, rkey: u32, pd: Pd, va: u64, src: &[u8]) -> Result<(), AccessError> {
-        let mr = self.by_key.get_mut(&rkey).ok_or(AccessError::Violation)?;
-        let off = mr.offset_of(pd, va, src.len() as u64, AccessFlags::REMOTE_WRITE).ok_or(AccessError::Violation)?;
-        mr.storage.write(off, src);
+    pub fn write_remote(&mut self, rkey: u32, who: Accessor, va: u64, src: &[u8]) -> Result<(), AccessError> {
+        let at = self.check_remote(rkey, who, va, src.len() as u64, AccessFlags::REMOTE_WRITE)?;
+        let mr = self.by_key.get_mut(&at.key).ok_or(AccessError::Violation)?;
+        mr.storage.write(at.offset, src);
         Ok(())
     }
-    pub fn atomic_remote(&mut self, rkey: u32, va: u64, op: AtomicOp) -> u64 {
-        let mr = self.by_key.get_mut(&rkey).expect("checked before");
-        let off = (va - mr.addr) as usize;
-        mr.storage.atomic(off, op)
+    pub fn atomic_remote(&mut self, at: Target, op: AtomicOp) -> u64 {
+        let mr = self.by_key.get_mut(&at.key).expect("checked before");
+        mr.storage.atomic(at.offset, op)
     }
-    pub fn atomic_store_remote(&mut self, rkey: u32, va: u64, bytes: [u8; 8]) {
-        let mr = self.by_key.get_mut(&rkey).expect("checked before");
-        let off = (va - mr.addr) as usize;
-        mr.storage.atomic_store(off, bytes);
+    pub fn atomic_store_remote(&mut self, at: Target, bytes: [u8; 8]) {
+        let mr = self.by_key.get_mut(&at.key).expect("checked before");
+        mr.storage.atomic_store(at.offset, bytes);
     }
 
     /// Checks every SGE of a local work request (lkey, PD, bounds, and local
@@ -299,12 +344,13 @@ mod test {
     #[test]
     fn remote_checks() {
         let t = table();
-        assert!(t.check_remote(7, Pd(1), 0x1000, 16, AccessFlags::REMOTE_READ).is_ok());
-        assert!(t.check_remote(7, Pd(1), 0x1001, 16, AccessFlags::REMOTE_READ).is_err());
-        assert!(t.check_remote(7, Pd(2), 0x1000, 1, AccessFlags::REMOTE_READ).is_err());
-        assert!(t.check_remote(7, Pd(1), 0x1000, 1, AccessFlags::REMOTE_WRITE).is_err());
-        assert!(t.check_remote(8, Pd(1), 0x1000, 1, AccessFlags::REMOTE_READ).is_err());
-        assert!(t.check_remote(7, Pd(1), u64::MAX, 2, AccessFlags::REMOTE_READ).is_err());
+        let (pd1, pd2) = (Accessor { qpn: 1, pd: Pd(1) }, Accessor { qpn: 1, pd: Pd(2) });
+        assert_eq!(t.check_remote(7, pd1, 0x1004, 12, AccessFlags::REMOTE_READ), Ok(Target { key: 7, offset: 4 }));
+        assert!(t.check_remote(7, pd1, 0x1001, 16, AccessFlags::REMOTE_READ).is_err());
+        assert!(t.check_remote(7, pd2, 0x1000, 1, AccessFlags::REMOTE_READ).is_err());
+        assert!(t.check_remote(7, pd1, 0x1000, 1, AccessFlags::REMOTE_WRITE).is_err());
+        assert!(t.check_remote(8, pd1, 0x1000, 1, AccessFlags::REMOTE_READ).is_err());
+        assert!(t.check_remote(7, pd1, u64::MAX, 2, AccessFlags::REMOTE_READ).is_err());
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod emit;
 mod memory;
 mod qp;
 mod requester;
+mod window;
 pub use requester::MAX_UNACKED_PSNS;
 mod responder;
 mod srq;
@@ -51,6 +52,7 @@ pub use srq::{SrqAttr, SrqHandle};
 pub use state::{required_mask, MAX_RD_ATOMIC};
 pub use status::WcStatus;
 pub use time::{ack_timeout, rnr_timer, Instant};
+pub use window::{MwBind, MwType};
 pub use wr::{AccessFlags, Gid, RecvWr, SendFlags, SendWr, Sge, UdDest, WcFlags, WcOpcode, WorkCompletion, WrOp};
 
 use crate::wire::{Bth, RocePacket, RoceRepr, Transport};
@@ -164,6 +166,9 @@ pub enum Error {
     NoSuchSrq(SrqHandle),
     NoSuchPd(Pd),
     NoSuchMr(u32),
+    NoSuchMw(u32),
+    /// Deregistering a region a memory window is bound to (rxe: EINVAL).
+    MrHasWindows(u32),
     /// Posting is not allowed in this state (e.g. post_send before RTS).
     InvalidState {
         qpn: u32,
@@ -206,6 +211,10 @@ impl fmt::Display for Error {
             Error::NoSuchSrq(s) => write!(f, "no SRQ {}", s.0),
             Error::NoSuchPd(p) => write!(f, "no PD {}", p.0),
             Error::NoSuchMr(k) => write!(f, "no MR with key 0x{k:08x}"),
+            Error::NoSuchMw(k) => write!(f, "no memory window with rkey 0x{k:08x}"),
+            Error::MrHasWindows(k) => {
+                write!(f, "MR 0x{k:08x} has memory windows bound to it: invalidate, unbind or free them first")
+            }
             Error::InvalidState { qpn, state, verb } => write!(f, "{verb}: QP 0x{qpn:06x} is in state {state}"),
             Error::QueueFull { qpn, verb } => write!(f, "{verb}: queue of QP 0x{qpn:06x} is full"),
             Error::TooManySge { given, max } => write!(f, "{given} scatter/gather entries, at most {max}"),
@@ -397,7 +406,7 @@ impl Engine {
         // careless peer might send.
         let key = loop {
             let k = self.rng.gen::<u32>();
-            if k != 0 && !self.sh.mrs.contains(k) {
+            if k != 0 && self.sh.mrs.key_is_free(k) {
                 break k;
             }
         };
@@ -418,8 +427,34 @@ impl Engine {
         }
     }
 
+    /// `ibv_dereg_mr`; refused while a memory window is bound to the region.
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<Box<dyn MrStorage>, Error> {
-        self.sh.mrs.remove(lkey).map(|m| m.storage).ok_or(Error::NoSuchMr(lkey))
+        self.sh.mrs.remove(lkey).map(|m| m.storage)
+    }
+
+    /// `ibv_alloc_mw`: an unbound memory window of `pd` (see
+    /// `engine/window.rs` for the rules). Its rkey, which names it.
+    pub fn alloc_mw(&mut self, pd: Pd, kind: MwType) -> Result<u32, Error> {
+        if !self.pds.contains(&pd) {
+            return Err(Error::NoSuchPd(pd));
+        }
+        let rng = &mut self.rng;
+        Ok(self.sh.mrs.alloc_window(pd, kind, || rng.gen::<u32>()))
+    }
+
+    /// `ibv_dealloc_mw` of the window with any rkey it had: bound or not,
+    /// its keys reach nothing from now on.
+    pub fn dealloc_mw(&mut self, rkey: u32) -> Result<(), Error> {
+        match self.sh.mrs.dealloc_window(rkey) {
+            true => Ok(()),
+            false => Err(Error::NoSuchMw(rkey)),
+        }
+    }
+
+    /// The current rkey of the window with any rkey it had (each bind
+    /// changes its key byte).
+    pub fn mw_rkey(&self, rkey: u32) -> Option<u32> {
+        self.sh.mrs.window_rkey(rkey)
     }
 
     /// The bytes of a region, to read what peers wrote.
@@ -531,6 +566,7 @@ impl Engine {
         self.sh.inflight -= qp.req.counted_inflight;
         self.sh.timers.remove(qpn, &qp.timers);
         self.sched.forget(qpn);
+        self.sh.mrs.release_windows_of(qpn);
         Ok(())
     }
 

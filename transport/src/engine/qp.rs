@@ -4,7 +4,7 @@
 
 use super::attr::{Mtu, QpAttr, QpState, QpType};
 use super::cq::CqHandle;
-use super::memory::Pd;
+use super::memory::{Accessor, Pd};
 use super::responder::{Responder, Response};
 use super::srq::SrqHandle;
 use super::status::WcStatus;
@@ -314,6 +314,11 @@ impl Qp {
             }
             None => self.rq.push_front(wr),
         }
+    }
+
+    /// This QP as it reaches memory by remote keys.
+    pub fn accessor(&self) -> Accessor {
+        Accessor { qpn: self.qpn, pd: self.init.pd }
     }
 
     /// The PD receive buffers are checked against: the SRQ's, or the QP's.

@@ -12,7 +12,7 @@ use super::status::WcStatus;
 use super::time::{ack_timeout, Instant};
 use super::timer::Timer;
 use super::wr::{SendFlags, SendWr, WrOp};
-use super::{EngineState, Error, Transmit};
+use super::{Counter, EngineState, Error, Transmit};
 use crate::wire::{AtomicEthRepr, BthRepr, DethRepr, FethRepr, IethRepr, ImmDtRepr, Position, RethRepr, RoceRepr};
 use crate::Psn;
 
@@ -32,7 +32,7 @@ pub(crate) fn post(qp: &mut Qp, sh: &mut EngineState, wr: SendWr, inline: Option
     }
     let valid = match t {
         QpType::Rc => true,
-        QpType::Uc => matches!(wr.op, WrOp::Send | WrOp::SendWithImm { .. }) || wr.op.is_write(),
+        QpType::Uc => matches!(wr.op, WrOp::Send | WrOp::SendWithImm { .. }) || wr.op.is_write() || wr.op.is_local(),
         QpType::Ud => matches!(wr.op, WrOp::Send | WrOp::SendWithImm { .. }),
     };
     if !valid {
@@ -77,14 +77,17 @@ fn op_name(op: WrOp) -> &'static str {
         WrOp::AtomicFetchAdd { .. } => "ATOMIC_FETCH_AND_ADD",
         WrOp::AtomicWrite { .. } => "ATOMIC_WRITE",
         WrOp::Flush { .. } => "FLUSH",
+        WrOp::BindMw { .. } => "BIND_MW",
+        WrOp::LocalInv { .. } => "LOCAL_INV",
     }
 }
 
 fn new_wqe(wr: SendWr) -> SendWqe {
-    // ATOMIC_WRITE carries its 8 bytes in the WR, FLUSH no data at all.
+    // ATOMIC_WRITE carries its 8 bytes in the WR; FLUSH and the local
+    // operations no data at all.
     let total = match wr.op {
         WrOp::AtomicWrite { .. } => Some(8),
-        WrOp::Flush { .. } => Some(0),
+        WrOp::Flush { .. } | WrOp::BindMw { .. } | WrOp::LocalInv { .. } => Some(0),
         _ => sge_total(&wr.sg_list),
     };
     let local_error = if total.is_none() { Some(WcStatus::LocLenErr) } else { None };
@@ -120,7 +123,7 @@ fn check_local(sh: &EngineState, qp: &Qp, wqe: &SendWqe) -> Option<WcStatus> {
     if op.is_atomic() && wqe.len != 8 {
         return Some(WcStatus::LocLenErr);
     }
-    if wqe.inline.is_some() || op.is_atomic_write() || op.is_flush() {
+    if wqe.inline.is_some() || op.is_atomic_write() || op.is_flush() || op.is_local() {
         return None;
     }
     let writes = op.is_read() || op.is_atomic();
@@ -145,8 +148,11 @@ fn blocked(qp: &Qp, sh: &EngineState) -> bool {
     if qp.req.psn - qp.req.comp_psn >= MAX_UNACKED_PSNS || sh.inflight >= sh.inflight_budget {
         return true;
     }
-    // A fence (as rxe) and a local error both wait for every older WR.
-    if (wqe.wr.flags.contains(SendFlags::FENCE) || wqe.local_error.is_some()) && idx != 0 {
+    // A fence (as rxe), a local error and a local operation (BIND_MW,
+    // LOCAL_INV: what they change must not reach WRs before them) wait for
+    // every older WR.
+    let waits = wqe.wr.flags.contains(SendFlags::FENCE) || wqe.local_error.is_some() || wqe.wr.op.is_local();
+    if waits && idx != 0 {
         return true;
     }
     !wqe.started && wqe.is_read_or_atomic() && rd_atomic_in_flight(qp) >= usize::from(qp.attr.max_rd_atomic)
@@ -183,6 +189,20 @@ pub(crate) fn poll_request(qp: &mut Qp, sh: &mut EngineState, now: Instant, buf:
             }
             return None;
         }
+        if qp.req.wqes[idx].wr.op.is_local() {
+            // The oldest now (RC waited in `blocked`; UC completes as it goes).
+            match run_local(qp, sh) {
+                WcStatus::Success => qp.complete_front(sh, WcStatus::Success),
+                status => {
+                    qp.fail_front(sh, status);
+                    if qp.qp_type() == QpType::Rc {
+                        sh.events.push_back(super::Event::QpFatal { qpn: qp.qpn });
+                    }
+                    return None;
+                }
+            }
+            continue;
+        }
         let mtu = qp.mtu(sh.port_mtu);
         if qp.qp_type() == QpType::Ud && qp.req.wqes[idx].len > mtu {
             // C10-93.1.1: a UD message above the MTU emits nothing and fails
@@ -191,6 +211,29 @@ pub(crate) fn poll_request(qp: &mut Qp, sh: &mut EngineState, now: Instant, buf:
             continue;
         }
         return Some(send_packet(qp, sh, now, buf, mtu));
+    }
+}
+
+/// Runs the local operation at the front of the send queue: its status
+/// (rxe's: MW_BIND_ERR for a refused bind, LOC_QP_OP_ERR for a refused
+/// invalidation), counted either way.
+fn run_local(qp: &Qp, sh: &mut EngineState) -> WcStatus {
+    let who = qp.accessor();
+    let (done, refused, status) = match qp.req.wqes[0].wr.op {
+        WrOp::BindMw { mw_rkey, rkey, bind } => {
+            let ok = sh.mrs.bind_window(mw_rkey, rkey, bind, who).is_ok();
+            (ok, Counter::MwBindRefused, WcStatus::MwBindErr)
+        }
+        WrOp::LocalInv { rkey } => {
+            (sh.mrs.invalidate(rkey, who, false), Counter::LocalInvRefused, WcStatus::LocQpOpErr)
+        }
+        _ => unreachable!("only local operations run here"),
+    };
+    sh.counters.inc(if done { Counter::MwLocalOps } else { refused });
+    if done {
+        WcStatus::Success
+    } else {
+        status
     }
 }
 

@@ -11,7 +11,7 @@ mod ud;
 
 use super::attr::{QpState, QpType};
 use super::emit::headers;
-use super::memory::AccessError;
+use super::memory::{AccessError, Target};
 use super::qp::Qp;
 use super::wr::{AccessFlags, RecvWr};
 use super::{EngineState, RxMeta, Transmit};
@@ -177,8 +177,9 @@ pub(crate) fn on_request(qp: &mut Qp, sh: &mut EngineState, meta: &RxMeta, repr:
     }
 }
 
-/// Checks remote access to `len` bytes at `va` under `rkey`. A zero-length
-/// access needs no key (IBTA 9.4.4: the R_Key is not checked).
+/// Checks remote access to `len` bytes at `va` under `rkey` (a region's or
+/// a memory window's): where it lands. A zero-length access needs no key
+/// (IBTA 9.4.4: the R_Key is not checked) and lands nowhere.
 pub(crate) fn check_rkey(
     qp: &Qp,
     sh: &EngineState,
@@ -186,11 +187,11 @@ pub(crate) fn check_rkey(
     va: u64,
     len: u64,
     need: AccessFlags,
-) -> Result<(), AccessError> {
+) -> Result<Option<Target>, AccessError> {
     if len == 0 {
-        return Ok(());
+        return Ok(None);
     }
-    sh.mrs.check_remote(rkey, qp.init.pd, va, len, need)
+    sh.mrs.check_remote(rkey, qp.accessor(), va, len, need).map(Some)
 }
 
 /// Writes the next queued response of `qp` into `buf`.
@@ -242,11 +243,11 @@ fn emit_read_response(
     let offset = (next - res.first_psn) as u32 * mtu;
     let n = (reth.dma_len - offset).min(mtu);
     let va = reth.va + u64::from(offset);
-    if check_rkey(qp, sh, reth.rkey, va, n.into(), AccessFlags::REMOTE_READ).is_err() {
+    let Ok(target) = check_rkey(qp, sh, reth.rkey, va, n.into(), AccessFlags::REMOTE_READ) else {
         qp.resp.responses.pop_front();
         let aeth = AethRepr { syndrome: AethSyndrome::Nak(NakCode::RemoteAccessError), msn: res.msn };
         return emit_ack(qp, buf, Opcode::RcAck, next, aeth, None);
-    }
+    };
     let total = (res.last_psn - start) as u32 + 1;
     let op = match super::emit::position((next - start) as u32, total) {
         crate::wire::Position::Only => Opcode::RcReadResponseOnly,
@@ -259,8 +260,8 @@ fn emit_read_response(
         repr.aeth = Some(AethRepr { syndrome: AethSyndrome::Ack { credits: 0x1f }, msn: res.msn });
     }
     let (len, data) = headers(buf, &repr, n as usize);
-    if n > 0 {
-        sh.mrs.read_remote(reth.rkey, va, &mut buf[data]);
+    if let Some(at) = target {
+        sh.mrs.read_remote(at, &mut buf[data]);
     }
     if next == res.last_psn {
         qp.resp.responses.pop_front();

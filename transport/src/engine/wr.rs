@@ -3,6 +3,7 @@
 //! so they can be shown and compared with what a C verbs user sees.
 
 use super::status::WcStatus;
+use super::window::MwBind;
 use core::fmt;
 
 /// Defines a set of flags over an integer with libibverbs' bit values.
@@ -243,6 +244,19 @@ pub enum WrOp {
         placement: u8,
         whole_region: bool,
     },
+    /// `IBV_WR_BIND_MW`: binds the memory window whose current rkey is
+    /// `mw_rkey`, giving it the key byte of `rkey` (`ibv_inc_rkey` of the
+    /// old one, usually). A local operation: nothing goes on the wire.
+    BindMw {
+        mw_rkey: u32,
+        rkey: u32,
+        bind: MwBind,
+    },
+    /// `IBV_WR_LOCAL_INV`: invalidates the type 2 window (or invalidatable
+    /// region) of `rkey`. A local operation.
+    LocalInv {
+        rkey: u32,
+    },
 }
 
 impl WrOp {
@@ -256,7 +270,13 @@ impl WrOp {
             WrOp::AtomicFetchAdd { .. } => WcOpcode::FetchAdd,
             WrOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
             WrOp::Flush { .. } => WcOpcode::Flush,
+            WrOp::BindMw { .. } => WcOpcode::BindMw,
+            WrOp::LocalInv { .. } => WcOpcode::LocalInv,
         }
+    }
+    /// BIND_MW and LOCAL_INV: run by the requester in order, sending nothing.
+    pub fn is_local(self) -> bool {
+        matches!(self, WrOp::BindMw { .. } | WrOp::LocalInv { .. })
     }
     pub fn is_send(self) -> bool {
         matches!(self, WrOp::Send | WrOp::SendWithImm { .. } | WrOp::SendWithInv { .. })

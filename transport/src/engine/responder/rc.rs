@@ -243,7 +243,7 @@ fn send(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, paylo
     if last {
         let InMessage::Send { wr, offset } = core::mem::take(&mut qp.resp.msg) else { unreachable!() };
         if let Some(ieth) = repr.ieth {
-            if !sh.mrs.invalidate(ieth.rkey, qp.init.pd) {
+            if !sh.mrs.invalidate(ieth.rkey, qp.accessor(), true) {
                 // Not a key of this PD that may be invalidated remotely:
                 // refused, and the region it names stays usable. rxe's
                 // class J: the receive fails, the QP goes to ERR, the
@@ -301,7 +301,8 @@ fn write(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, payl
         }
         return;
     }
-    if !payload.is_empty() && sh.mrs.write_remote(reth.rkey, qp.init.pd, reth.va + u64::from(offset), payload).is_err()
+    if !payload.is_empty()
+        && sh.mrs.write_remote(reth.rkey, qp.accessor(), reth.va + u64::from(offset), payload).is_err()
     {
         // Deregistered or re-registered since the message's first packet.
         fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
@@ -345,15 +346,15 @@ fn atomic(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr) {
         fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
         return;
     }
-    if check_rkey(qp, sh, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC).is_err() {
+    let Ok(Some(target)) = check_rkey(qp, sh, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC) else {
         fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
         return;
-    }
+    };
     let op = match repr.bth.opcode {
         Opcode::RcCompareSwap => AtomicOp::CompareSwap { compare: a.compare, swap: a.swap_add },
         _ => AtomicOp::FetchAdd { add: a.swap_add },
     };
-    let orig = sh.mrs.atomic_remote(a.rkey, a.va, op);
+    let orig = sh.mrs.atomic_remote(target, op);
     let msn = qp.resp.next_msn();
     let res = Resource { first_psn: psn, last_psn: psn, msn, kind: ResourceKind::Atomic { orig } };
     qp.resp.add_resource(res, qp.attr.max_dest_rd_atomic);
@@ -370,12 +371,12 @@ fn atomic_write(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, payload: &[u
         fatal(qp, sh, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
         return;
     }
-    if check_rkey(qp, sh, reth.rkey, reth.va, 8, AccessFlags::REMOTE_WRITE).is_err() {
+    let Ok(Some(target)) = check_rkey(qp, sh, reth.rkey, reth.va, 8, AccessFlags::REMOTE_WRITE) else {
         fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);
         return;
-    }
+    };
     let bytes: [u8; 8] = payload.try_into().expect("length checked above");
-    sh.mrs.atomic_store_remote(reth.rkey, reth.va, bytes);
+    sh.mrs.atomic_store_remote(target, bytes);
     placed(qp, psn);
 }
 
@@ -394,10 +395,10 @@ fn flush(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr) {
     }
     let need = flush_access(repr);
     let ok = if feth.selectivity == 1 {
-        // The whole region: only the key and its rights matter.
-        sh.mrs.get(reth.rkey).is_some_and(|mr| mr.valid && mr.pd == qp.init.pd && mr.access.contains(need))
+        // The whole region (or window): only the key and its rights matter.
+        sh.mrs.check_whole(reth.rkey, qp.accessor(), need)
     } else {
-        sh.mrs.check_remote(reth.rkey, qp.init.pd, reth.va, reth.dma_len.into(), need).is_ok()
+        sh.mrs.check_remote(reth.rkey, qp.accessor(), reth.va, reth.dma_len.into(), need).is_ok()
     };
     if !ok {
         fatal(qp, sh, psn, NakCode::RemoteAccessError, WcStatus::RemAccessErr);

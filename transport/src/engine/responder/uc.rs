@@ -115,7 +115,8 @@ fn write(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, payl
         drop_message(qp, sh);
         return;
     }
-    if !payload.is_empty() && sh.mrs.write_remote(reth.rkey, qp.init.pd, reth.va + u64::from(offset), payload).is_err()
+    if !payload.is_empty()
+        && sh.mrs.write_remote(reth.rkey, qp.accessor(), reth.va + u64::from(offset), payload).is_err()
     {
         // Deregistered or re-registered since the message's first packet: UC
         // drops the rest of the message.
