@@ -20,6 +20,38 @@ fn run_c_program(name: &str) -> Option<String> {
 /// runs it with `args`, the devices `UROCE_DEVICES=devices` and `env`; its
 /// output (stdout, then stderr).
 fn run_c_program_with(name: &str, devices: &str, args: &[&str], env: &[(&str, &str)]) -> Option<String> {
+    let built = build_c_program(name)?;
+    let run = built.command(devices).args(args).envs(env.iter().copied()).output().expect("run the C program");
+    let text = String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{name}: {text}");
+    Some(text)
+}
+
+/// A C program built against the drop-in, in a directory of its own that
+/// goes when this does.
+struct BuiltProgram {
+    dir: std::path::PathBuf,
+    exe: std::path::PathBuf,
+}
+
+impl BuiltProgram {
+    /// A command that runs the program over the drop-in with `devices`.
+    fn command(&self, devices: &str) -> Command {
+        let mut c = Command::new(&self.exe);
+        c.env("LD_LIBRARY_PATH", &self.dir).env("UROCE_DEVICES", devices);
+        c
+    }
+}
+
+impl Drop for BuiltProgram {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Compiles `tests/c/NAME.c` against the drop-in; `None` (said) without gcc
+/// or rdma-core's headers.
+fn build_c_program(name: &str) -> Option<BuiltProgram> {
     let gcc = Command::new("gcc").arg("--version").output().is_ok_and(|o| o.status.success());
     let headers = ["/usr/include/infiniband/verbs.h", "/usr/include/rdma/rdma_cma.h"];
     if !gcc || !headers.iter().all(|h| Path::new(h).exists()) {
@@ -33,32 +65,22 @@ fn run_c_program_with(name: &str, devices: &str, args: &[&str], env: &[(&str, &s
     let nth = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("uroce-c-{name}-{}-{nth}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(built_library(), dir.join("libibverbs.so.1")).unwrap();
+    let built = BuiltProgram { exe: dir.join(name), dir };
+    std::fs::copy(built_library(), built.dir.join("libibverbs.so.1")).unwrap();
     for link in ["libibverbs.so", "librdmacm.so"] {
-        std::os::unix::fs::symlink("libibverbs.so.1", dir.join(link)).unwrap();
+        std::os::unix::fs::symlink("libibverbs.so.1", built.dir.join(link)).unwrap();
     }
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(format!("{name}.c"));
-    let exe = dir.join(name);
     let cc = Command::new("gcc")
         .args(["-Wall", "-Werror", "-o"])
-        .arg(&exe)
+        .arg(&built.exe)
         .arg(&src)
-        .arg(format!("-L{}", dir.display()))
+        .arg(format!("-L{}", built.dir.display()))
         .args(["-lrdmacm", "-libverbs"])
         .output()
         .expect("gcc");
     assert!(cc.status.success(), "gcc {name}.c: {}", String::from_utf8_lossy(&cc.stderr));
-    let run = Command::new(&exe)
-        .args(args)
-        .env("LD_LIBRARY_PATH", &dir)
-        .env("UROCE_DEVICES", devices)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run the C program");
-    let _ = std::fs::remove_dir_all(&dir);
-    let text = String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{name}: {text}");
-    Some(text)
+    Some(built)
 }
 
 #[test]
@@ -109,6 +131,38 @@ fn rdma_cm_connects_sends_writes_and_disconnects_as_librdmacm() {
     if let Some(out) = run_c_program_with("cm", &devices, &[&server, &client], &[]) {
         assert_eq!(out.trim(), "ok");
     }
+}
+
+/// Memory windows between two processes (`tests/c/mw.c`): a type 2 window
+/// bound by a work request and a type 1 window by `ibv_bind_mw`, used by
+/// the other process, taken back by its SEND_WITH_INV; the stale key fails.
+#[test]
+fn memory_windows_work_between_two_processes() {
+    let Some(built) = build_c_program("mw") else { return };
+    let net = TestNet::new();
+    let (server_ip, client_ip) = (net.ip(1).to_string(), net.ip(2).to_string());
+    let mut server = built
+        .command(&net.udp(1))
+        .args(["server", &server_ip])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    // The server says "listening" first; the client retries a refused connect anyway.
+    let mut out = std::io::BufReader::new(server.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+    assert_eq!(first.trim(), "listening");
+    let client = built.command(&net.udp(2)).args(["client", &server_ip, &client_ip]).output().expect("run the client");
+    let server_rest = std::io::read_to_string(out).unwrap();
+    let server_status = server.wait().unwrap();
+    let server_err = std::io::read_to_string(server.stderr.take().unwrap()).unwrap();
+    let client_text = String::from_utf8_lossy(&client.stdout).into_owned() + &String::from_utf8_lossy(&client.stderr);
+    assert!(
+        client.status.success() && client_text.trim() == "ok",
+        "client: {client_text}\nserver: {server_rest}{server_err}"
+    );
+    assert!(server_status.success() && server_rest.trim() == "ok", "server: {server_rest}{server_err}");
 }
 
 /// The mistakes the issue names, and rdma-core's and rxe's answers.

@@ -80,6 +80,7 @@ pub fn render(ctx: &Context, verbose: bool) -> String {
         let _ = writeln!(s, "\tmax_qp_rd_atom:\t\t\t{}", d.max_qp_rd_atom);
         let _ = writeln!(s, "\tmax_qp_init_rd_atom:\t\t{}", d.max_qp_init_rd_atom);
         let _ = writeln!(s, "\tatomic_cap:\t\t\t{} (1)", d.atomic_cap);
+        let _ = writeln!(s, "\tmax_mw:\t\t\t\t{}", d.max_mw);
         let _ = writeln!(s, "\tmax_srq:\t\t\t{}", d.max_srq);
         let _ = writeln!(s, "\tmax_srq_wr:\t\t\t{}", d.max_srq_wr);
         let _ = writeln!(s, "\tmax_srq_sge:\t\t\t{}", d.max_srq_sge);

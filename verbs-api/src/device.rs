@@ -81,6 +81,8 @@ pub struct DeviceAttr {
     pub max_cqe: u32,
     /// Most memory regions.
     pub max_mr: u32,
+    /// Most memory windows (not enforced, as `max_mr`).
+    pub max_mw: u32,
     /// Most protection domains.
     pub max_pd: u32,
     /// Most outstanding RDMA READs/atomics a QP serves as responder.
@@ -117,6 +119,7 @@ impl DeviceAttr {
             max_cq: 0x4000,
             max_cqe: 0x7fff,
             max_mr: 0x4000,
+            max_mw: 0x4000,
             max_pd: 0x10000,
             max_qp_rd_atom: u32::from(MAX_RD_ATOMIC),
             max_qp_init_rd_atom: u32::from(MAX_RD_ATOMIC),

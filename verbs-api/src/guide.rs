@@ -142,3 +142,49 @@
 //! }
 //! assert_eq!(got, 3);
 //! ```
+//!
+//! # Memory windows: handing a peer part of a region, and taking it back
+//!
+//! A region registered with `MW_BIND` can hold windows ([`Mw`](crate::Mw)).
+//! A type 2 window is bound by a work request on the QP the peer uses, and
+//! answers only that QP; LOCAL_INV (or the peer's SEND_WITH_INV) frees it,
+//! and its key then reaches nothing. A type 1 window is bound by
+//! [`Qp::bind_mw`](crate::Qp::bind_mw) and serves every QP of its PD.
+//!
+//! ```
+//! use std::time::Duration;
+//! use uroce_verbs::*;
+//! let t = Duration::from_secs(10);
+//!
+//! let net = TestNet::new();
+//! let (ctx_a, ctx_b) = (Device::open(&net.udp(1)).unwrap(), Device::open(&net.udp(2)).unwrap());
+//! let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
+//! let (cq_a, cq_b) = (ctx_a.create_cq(16, None).unwrap(), ctx_b.create_cq(16, None).unwrap());
+//! let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
+//! let b = pd_b.create_qp(&QpInit::rc(&cq_b, &cq_b)).unwrap();
+//! a.connect(&ConnectAttr::new(b.qp_num(), b.initial_psn(), ctx_b.query_gid(1).unwrap())).unwrap();
+//! b.connect(&ConnectAttr::new(a.qp_num(), a.initial_psn(), ctx_a.query_gid(1).unwrap())).unwrap();
+//!
+//! // B: a region without remote rights of its own, and a window on its
+//! // second half that lets a peer write.
+//! let region = pd_b.reg_mr(4096, AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND).unwrap();
+//! let mw = pd_b.alloc_mw(MwType::Type2).unwrap();
+//! let (bind, rkey) = mw.bind_wr(1, &region, 2048, 2048, AccessFlags::REMOTE_WRITE);
+//! b.post_send(&bind).unwrap();
+//! assert_eq!(cq_b.wait_one(t).unwrap().opcode, WcOpcode::BindMw);
+//!
+//! // A writes through the window's key (B would send it the key and address).
+//! let src = pd_a.reg_mr_with(b"through a window".to_vec(), AccessFlags::LOCAL_WRITE).unwrap();
+//! let write = WrOp::RdmaWrite { remote_addr: region.addr() + 2048, rkey };
+//! a.post_send(&SendWr::new(2, write, vec![src.sge(0, 16)])).unwrap();
+//! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::Success);
+//! let mut got = [0u8; 16];
+//! region.read(2048, &mut got);
+//! assert_eq!(&got, b"through a window");
+//!
+//! // B takes it back; the same WRITE is now a remote access error.
+//! b.post_send(&mw.local_inv_wr(3)).unwrap();
+//! assert_eq!(cq_b.wait_one(t).unwrap().opcode, WcOpcode::LocalInv);
+//! a.post_send(&SendWr::new(4, write, vec![src.sge(0, 16)])).unwrap();
+//! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::RemAccessErr);
+//! ```

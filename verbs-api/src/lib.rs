@@ -56,6 +56,7 @@ pub mod rdma_cm;
 mod srq;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod window;
 
 pub use channel::CompChannel;
 pub use context::{Context, OpenOptions, Progress};
@@ -68,8 +69,10 @@ pub use qp::{ConnectAttr, Qp, QpInit};
 pub use srq::Srq;
 pub use uroce_stack::memory::{AppBuffer, RawRegion};
 pub use uroce_stack::testnet::TestNet;
+pub use window::{next_key, Mw};
 
 pub use uroce_transport::engine::{
     AccessFlags, AddressVector, Counter, Event, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpState, QpType, RecvWr,
     SendFlags, SendWr, Sge, SrqAttr, UdDest, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOp, GRH_LEN,
 };
+pub use uroce_transport::engine::{MwBind, MwType};

@@ -102,27 +102,31 @@ struct MrInner {
 }
 
 impl MrInner {
-    fn deregister(&self) -> Result<(), Error> {
-        if !self.registered.swap(false, Ordering::AcqRel) {
-            return Ok(());
-        }
+    /// `ibv_dereg_mr`: refused while a memory window is bound to the region
+    /// (as rxe), when the registration stays as it was. `unbinding`: unbind
+    /// such windows first (a dropped handle, which cannot fail).
+    fn deregister(&self, unbinding: bool) -> Result<(), Error> {
         // Every access the engine makes happens under the driver's lock, so
         // once the region leaves the table under it none is in flight and
         // none can start: later requests for its key get a remote access error.
-        self.pd
-            .context()
-            .driver()
-            .lock()
-            .engine
-            .dereg_mr(self.keys.lkey)
-            .map(drop)
-            .map_err(Error::engine("ibv_dereg_mr"))
+        let mut core = self.pd.context().driver().lock();
+        if !self.registered.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let lkey = self.keys.lkey;
+        let r = match unbinding {
+            true => core.engine.dereg_mr_unbinding(lkey),
+            false => core.engine.dereg_mr(lkey),
+        };
+        r.map_err(Error::engine("ibv_dereg_mr"))?;
+        self.registered.store(false, Ordering::Release);
+        Ok(())
     }
 }
 
 impl Drop for MrInner {
     fn drop(&mut self) {
-        let _ = self.deregister();
+        let _ = self.deregister(true);
     }
 }
 
@@ -180,8 +184,10 @@ impl Mr {
 
     /// Deregisters the region now (`ibv_dereg_mr`), for every clone. When it
     /// returns no access to the memory is in flight and none will start.
+    /// Refused (EINVAL, as rxe) while a memory window is bound to it; the
+    /// last handle dropped unbinds them instead.
     pub fn deregister(&self) -> Result<(), Error> {
-        self.0.deregister()
+        self.0.deregister(false)
     }
 
     /// Copies bytes out; panics if `offset + dst.len()` is past the end, like

@@ -315,6 +315,34 @@ pub struct IbvMr {
     pub rkey: u32,
 }
 
+/// `struct ibv_mw` (verbs.h:714).
+#[repr(C)]
+pub struct IbvMw {
+    pub context: *mut IbvContext,
+    pub pd: *mut IbvPd,
+    pub rkey: u32,
+    pub handle: u32,
+    /// `enum ibv_mw_type`.
+    pub mw_type: c_int,
+}
+
+/// `struct ibv_mw_bind_info` (verbs.h:629).
+#[repr(C)]
+pub struct IbvMwBindInfo {
+    pub mr: *mut IbvMr,
+    pub addr: u64,
+    pub length: u64,
+    pub mw_access_flags: u32,
+}
+
+/// `struct ibv_mw_bind` (verbs.h:1274), what `ibv_bind_mw` takes.
+#[repr(C)]
+pub struct IbvMwBind {
+    pub wr_id: u64,
+    pub send_flags: u32,
+    pub bind_info: IbvMwBindInfo,
+}
+
 /// `struct ibv_comp_channel` (verbs.h:1480).
 #[repr(C)]
 pub struct IbvCompChannel {
@@ -601,6 +629,8 @@ pub const IBV_QP_EX_WITH_SEND_WITH_IMM: u64 = 1 << 3;
 pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
 pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
 pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+pub const IBV_QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
+pub const IBV_QP_EX_WITH_BIND_MW: u64 = 1 << 8;
 pub const IBV_QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
 pub const IBV_QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
 
@@ -646,6 +676,8 @@ pub const IBV_WR_SEND_WITH_IMM: c_int = 3;
 pub const IBV_WR_RDMA_READ: c_int = 4;
 pub const IBV_WR_ATOMIC_CMP_AND_SWP: c_int = 5;
 pub const IBV_WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
+pub const IBV_WR_LOCAL_INV: c_int = 7;
+pub const IBV_WR_BIND_MW: c_int = 8;
 pub const IBV_WR_SEND_WITH_INV: c_int = 9;
 
 /// `struct ibv_recv_wr` (verbs.h:1144).
@@ -659,6 +691,12 @@ pub struct IbvRecvWr {
 
 const _: () = {
     assert!(size_of::<IbvDevice>() == 664);
+    assert!(size_of::<IbvMw>() == 32);
+    assert!(offset_of!(IbvMw, mw_type) == 24);
+    assert!(size_of::<IbvMwBindInfo>() == 32);
+    assert!(size_of::<IbvMwBind>() == 48);
+    assert!(offset_of!(IbvMwBind, bind_info) == 16);
+    assert!(offset_of!(IbvSendWr, bind_mw_or_tso) == 80);
     assert!(offset_of!(IbvDevice, node_type) == 16);
     assert!(offset_of!(IbvDevice, name) == 24);
     assert!(offset_of!(IbvDevice, dev_name) == 88);

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
-use uroce_verbs::{Cq, WcStatus, WorkCompletion};
+use uroce_verbs::{Cq, WcFlags, WcStatus, WorkCompletion};
 
 /// A CQ as C holds it: an `ibv_cq_ex` (whose first member is the
 /// `ibv_cq`), in an `UnsafeCell` as the library writes fields the program
@@ -231,8 +231,12 @@ pub fn to_c(wc: &WorkCompletion) -> IbvWc {
         opcode: wc.opcode as u32,
         vendor_err: wc.vendor_err,
         byte_len: wc.byte_len,
-        // Kept in network order, as `ibv_wc.imm_data` is.
-        imm_data: wc.imm_data.to_be(),
+        // The union of verbs.h: `imm_data` in network order, or
+        // `invalidated_rkey` (WITH_INV) in host order, as rxe gives it.
+        imm_data: match wc.wc_flags.contains(WcFlags::WITH_INV) {
+            true => wc.imm_data,
+            false => wc.imm_data.to_be(),
+        },
         qp_num: wc.qp_num,
         src_qp: wc.src_qp,
         wc_flags: wc.wc_flags.0,

@@ -4,7 +4,7 @@
 
 use super::abi::*;
 use super::handles::Live;
-use super::{copy_c_string, cq, cq_ex, guard, qp, qp_ex, query, set_errno, slot, srq, symver, unsupported};
+use super::{copy_c_string, cq, cq_ex, guard, qp, qp_ex, query, set_errno, slot, srq, symver, window};
 use crate::devices::{configured, DeviceEntry, DEVICES_ENV};
 use crate::explain::explain;
 use core::ffi::{c_char, c_int, c_void};
@@ -273,9 +273,9 @@ fn fill_ops(ops: &mut IbvContextOps) {
     ops.post_send = slot!(qp::post_send, PostSendFn);
     ops.post_recv = slot!(qp::post_recv, PostRecvFn);
     ops.post_srq_recv = slot!(srq::post_srq_recv, PostSrqRecvFn);
-    ops.alloc_mw = slot!(unsupported::null_unsupported, unsupported::PtrFn);
-    ops.dealloc_mw = slot!(unsupported::errno_unsupported, unsupported::IntFn);
-    ops.bind_mw = slot!(unsupported::errno_unsupported, unsupported::IntFn);
+    ops.alloc_mw = slot!(window::alloc_mw_slot, window::AllocMwFn);
+    ops.dealloc_mw = slot!(window::dealloc_mw_slot, window::DeallocMwFn);
+    ops.bind_mw = slot!(window::bind_mw_slot, window::BindMwFn);
 }
 
 type QueryPortFn = extern "C" fn(*mut IbvContext, u8, *mut IbvPortAttr, usize) -> c_int;

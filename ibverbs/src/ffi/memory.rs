@@ -64,13 +64,14 @@ pub extern "C" fn ibv_dealloc_pd(pd: *mut IbvPd) -> c_int {
 }
 symver!(ibv_dealloc_pd, "IBVERBS_1.1");
 
-/// The access flags uroce serves; the others (memory windows, zero-based,
+/// The access flags uroce serves; the others (zero-based,
 /// on-demand paging, huge pages, flush) answer EOPNOTSUPP, as a device
 /// without them does. Relaxed ordering is a hint and always allowed.
 const SERVED_ACCESS: u32 = AccessFlags::LOCAL_WRITE.0
     | AccessFlags::REMOTE_WRITE.0
     | AccessFlags::REMOTE_READ.0
     | AccessFlags::REMOTE_ATOMIC.0
+    | AccessFlags::MW_BIND.0
     | AccessFlags::RELAXED_ORDERING.0;
 
 /// EOPNOTSUPP (said) for access flags uroce has no MRs for.
@@ -180,16 +181,29 @@ symver!(ibv_reg_mr_iova2, "IBVERBS_1.8");
 
 #[no_mangle]
 pub extern "C" fn ibv_dereg_mr(mr: *mut IbvMr) -> c_int {
-    guard(libc::EIO, || match MRS.release(mr.cast::<UroceMr>(), |_| Ok(())) {
+    // Deregistered while the handle is still in the set, so that a refusal
+    // (EINVAL while a memory window is bound, as rxe) leaves it usable.
+    // Returns once no access is in flight: the memory is the caller's again.
+    let deregister = |m: &UroceMr| {
+        let reg = m.reg.lock().unwrap_or_else(|p| p.into_inner());
+        reg.inner.deregister().map_err(|e| {
+            explain("ibv_dereg_mr", &e.to_string());
+            e.errno()
+        })
+    };
+    guard(libc::EIO, || match MRS.release(mr.cast::<UroceMr>(), deregister) {
         Ok(m) => {
             let reg = m.reg.into_inner().unwrap_or_else(|p| p.into_inner());
-            // Returns once no access is in flight: the memory is the caller's again.
-            let r = reg.inner.deregister();
             reg.pd.users.fetch_sub(1, Ordering::AcqRel);
-            r.map_or_else(|e| e.errno(), |_| 0)
+            0
         }
         Err(e) => e,
     })
+}
+
+/// The lkey of the live MR C names, if it is one.
+pub fn mr_lkey(mr: *mut IbvMr) -> Option<u32> {
+    MRS.get(mr.cast::<UroceMr>()).map(|m| m.reg.lock().unwrap_or_else(|p| p.into_inner()).inner.lkey())
 }
 symver!(ibv_dereg_mr, "IBVERBS_1.1");
 

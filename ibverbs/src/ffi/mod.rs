@@ -27,6 +27,7 @@ mod query;
 mod srq;
 mod strings;
 mod unsupported;
+mod window;
 
 use crate::explain::explain;
 use core::ffi::c_int;

@@ -392,6 +392,8 @@ fn send_wr_of(w: &IbvSendWr, q: &UroceQp) -> Result<(SendWr, Option<Vec<u8>>), c
             WrOp::AtomicCmpSwp { remote_addr: w.wr_0, rkey: w.wr_24, compare: w.wr_8, swap: w.wr_16 }
         }
         IBV_WR_ATOMIC_FETCH_AND_ADD => WrOp::AtomicFetchAdd { remote_addr: w.wr_0, rkey: w.wr_24, add: w.wr_8 },
+        IBV_WR_LOCAL_INV => WrOp::LocalInv { rkey: w.imm_data },
+        IBV_WR_BIND_MW => super::window::bind_op_of(w)?,
         other => {
             explain("ibv_post_send", &format!("opcode {other} is not served"));
             return Err(libc::EINVAL);
@@ -458,7 +460,7 @@ pub extern "C" fn post_send(qp: *mut IbvQp, wr: *mut IbvSendWr, bad_wr: *mut *mu
 }
 
 /// The QP C passed to a post verb.
-fn data_path_qp(qp: *mut IbvQp) -> Option<&'static UroceQp> {
+pub fn data_path_qp(qp: *mut IbvQp) -> Option<&'static UroceQp> {
     // SAFETY: the program passes a QP of its context, as rdma-core requires.
     unsafe { QPS.on_data_path(qp.cast::<UroceQp>()) }
 }

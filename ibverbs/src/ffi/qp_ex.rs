@@ -138,12 +138,23 @@ extern "C" fn wr_atomic_write(qpx: *mut IbvQpEx, rkey: u32, remote_addr: u64, da
     begin(qpx, WrOp::AtomicWrite { remote_addr, rkey, data })
 }
 
-extern "C" fn wr_bind_mw(qpx: *mut IbvQpEx) {
-    unserved(qpx, "ibv_wr_bind_mw (memory windows)")
+extern "C" fn wr_bind_mw(qpx: *mut IbvQpEx, mw: *mut IbvMw, rkey: u32, info: *const IbvMwBindInfo) {
+    guard((), || {
+        // SAFETY: info is NULL or the program's struct ibv_mw_bind_info.
+        let op = unsafe { info.as_ref() }.ok_or(libc::EINVAL).and_then(|i| super::window::bind_op(mw, rkey, i));
+        match op {
+            Ok(op) => begin(qpx, op),
+            Err(e) => {
+                if let Some((_, mut b)) = batch_of(qpx) {
+                    b.fail(e);
+                }
+            }
+        }
+    })
 }
 
-extern "C" fn wr_local_inv(qpx: *mut IbvQpEx) {
-    unserved(qpx, "ibv_wr_local_inv (memory windows)")
+extern "C" fn wr_local_inv(qpx: *mut IbvQpEx, invalidate_rkey: u32) {
+    begin(qpx, WrOp::LocalInv { rkey: invalidate_rkey })
 }
 
 extern "C" fn wr_send_tso(qpx: *mut IbvQpEx) {
@@ -245,14 +256,15 @@ type WrSgeListFn = extern "C" fn(*mut IbvQpEx, usize, *const IbvSge);
 type WrInlineFn = extern "C" fn(*mut IbvQpEx, *mut c_void, usize);
 type WrInlineListFn = extern "C" fn(*mut IbvQpEx, usize, *const IbvDataBuf);
 type WrCompleteFn = extern "C" fn(*mut IbvQpEx) -> c_int;
+type WrBindMwFn = extern "C" fn(*mut IbvQpEx, *mut IbvMw, u32, *const IbvMwBindInfo);
 
 /// The builders of a QP made with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`. Every
 /// slot is filled (a call through NULL would crash the program).
 pub fn fill_wr_ops(q: &mut IbvQpEx) {
     q.wr_atomic_cmp_swp = slot!(wr_atomic_cmp_swp, WrCmpSwpFn);
     q.wr_atomic_fetch_add = slot!(wr_atomic_fetch_add, WrFetchAddFn);
-    q.wr_bind_mw = slot!(wr_bind_mw, WrFn);
-    q.wr_local_inv = slot!(wr_local_inv, WrFn);
+    q.wr_bind_mw = slot!(wr_bind_mw, WrBindMwFn);
+    q.wr_local_inv = slot!(wr_local_inv, WrImmFn);
     q.wr_rdma_read = slot!(wr_rdma_read, WrRdmaFn);
     q.wr_rdma_write = slot!(wr_rdma_write, WrRdmaFn);
     q.wr_rdma_write_imm = slot!(wr_rdma_write_imm, WrRdmaImmFn);
@@ -281,12 +293,14 @@ const SERVED_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
     | IBV_QP_EX_WITH_SEND_WITH_INV
+    | IBV_QP_EX_WITH_LOCAL_INV
+    | IBV_QP_EX_WITH_BIND_MW
     | IBV_QP_EX_WITH_ATOMIC_WRITE;
 
 /// `verbs_context.create_qp_ex`: `ibv_create_qp`'s attributes (the first
 /// part of `ibv_qp_init_attr_ex`), a PD, and optionally the operations to
-/// build with `ibv_wr_*`. XRC, RSS, TSO, creation flags and the memory-window
-/// operations answer EOPNOTSUPP, as from a device without them.
+/// build with `ibv_wr_*`. XRC, RSS, TSO and creation flags answer
+/// EOPNOTSUPP, as from a device without them.
 fn create_qp_ex(ctx: *mut IbvContext, attr: *mut IbvQpInitAttrEx) -> Result<*mut IbvQp, c_int> {
     context_of(ctx).ok_or(libc::EINVAL)?;
     // SAFETY: attr is NULL or points at the caller's struct ibv_qp_init_attr_ex.
@@ -311,10 +325,7 @@ fn create_qp_ex(ctx: *mut IbvContext, attr: *mut IbvQpInitAttrEx) -> Result<*mut
     if let Some(ops) = send_ops.filter(|ops| ops & !SERVED_SEND_OPS != 0) {
         explain(
             "ibv_create_qp_ex",
-            &format!(
-                "send_ops_flags {:#x}: memory windows (LOCAL_INV, BIND_MW) and TSO are not served",
-                ops & !SERVED_SEND_OPS
-            ),
+            &format!("send_ops_flags {:#x}: TSO and FLUSH are not served", ops & !SERVED_SEND_OPS),
         );
         return Err(libc::EOPNOTSUPP);
     }

@@ -30,14 +30,17 @@ pub extern "C" fn ibv_query_device(ctx: *mut IbvContext, attr: *mut IbvDeviceAtt
         out.hw_ver = a.hw_ver;
         out.max_qp = a.max_qp as c_int;
         out.max_qp_wr = a.max_qp_wr as c_int;
-        // IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN: what uroce does of the list.
-        out.device_cap_flags = (1 << 11) | (1 << 12);
+        // IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
+        // IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B: what uroce
+        // does of the list.
+        out.device_cap_flags = (1 << 11) | (1 << 12) | (1 << 17) | (1 << 24);
         out.max_sge = a.max_sge as c_int;
         out.max_sge_rd = a.max_sge as c_int;
         out.max_cq = a.max_cq as c_int;
         out.max_cqe = a.max_cqe as c_int;
         out.max_mr = a.max_mr as c_int;
         out.max_pd = a.max_pd as c_int;
+        out.max_mw = a.max_mw as c_int;
         out.max_qp_rd_atom = a.max_qp_rd_atom as c_int;
         // RXE_MAX_RES_RD_ATOM: rxe's, as uroce keeps no device-wide count.
         out.max_res_rd_atom = 0x3f_0000;

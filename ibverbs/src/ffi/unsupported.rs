@@ -233,17 +233,3 @@ returns_minus_one! { libc::ENOSYS;
     rwrite @ "RDMACM_1.0",
     rwritev @ "RDMACM_1.0",
 }
-
-/// A memory-window verb that answers an errno.
-pub extern "C" fn errno_unsupported() -> c_int {
-    libc::EOPNOTSUPP
-}
-
-/// A memory-window verb that answers a pointer.
-pub extern "C" fn null_unsupported() -> *mut c_void {
-    set_errno(libc::EOPNOTSUPP);
-    core::ptr::null_mut()
-}
-
-pub type IntFn = extern "C" fn() -> c_int;
-pub type PtrFn = extern "C" fn() -> *mut c_void;

@@ -1,7 +1,8 @@
 /* Extended QPs and CQs through the drop-in libibverbs: ibv_query_device_ex,
  * ibv_create_cq_ex and its polling calls, ibv_create_qp_ex with
  * send_ops_flags, ibv_qp_to_qp_ex, and a batch of ibv_wr_* requests (RDMA
- * WRITE, SEND with immediate from inline data, FETCH_AND_ADD, READ) between
+ * WRITE, SEND with immediate from inline data, FETCH_AND_ADD, READ; BIND_MW
+ * and LOCAL_INV of a memory window) between
  * two RC QPs of one context, posted by ibv_wr_complete all or none; with
  * rdma-core's answers to bad input. Built with gcc against rdma-core's
  * headers (ibverbs/tests/c_programs.rs); prints "ok" and exits 0, or names
@@ -113,7 +114,7 @@ static void bad_creations(void)
 	errno = 0;
 	CHECK(!ibv_create_qp_ex(ctx, &a) && errno == EINVAL); /* no PD */
 	errno = 0;
-	CHECK(!qp_ex(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW) && errno == EOPNOTSUPP);
+	CHECK(!qp_ex(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_TSO) && errno == EOPNOTSUPP);
 	a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD;
 	a.pd = pd;
 	errno = 0;
@@ -123,6 +124,42 @@ static void bad_creations(void)
 	struct ibv_qp *plain = ibv_create_qp_ex(ctx, &a);
 	CHECK(plain && ibv_qp_to_qp_ex(plain) == NULL);
 	CHECK(ibv_destroy_qp(plain) == 0);
+}
+
+/* ibv_wr_bind_mw and ibv_wr_local_inv: A binds a type 2 window on 64 bytes
+ * at `at`, B writes through it (into A's memory), A takes it back. */
+static void window(struct ibv_qp_ex *ax, struct ibv_qp *b, struct ibv_mr *mr, char *from, char *at)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	CHECK(mw);
+	uint32_t rkey = ibv_inc_rkey(mw->rkey);
+	struct ibv_mw_bind_info info = { .mr = mr, .addr = (uintptr_t)at, .length = 64,
+					 .mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	ibv_wr_start(ax);
+	ax->wr_id = 30;
+	ax->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_bind_mw(ax, mw, rkey, &info);
+	CHECK(ibv_wr_complete(ax) == 0);
+	struct ibv_wc wc = poll_one(cq);
+	CHECK(wc.wr_id == 30 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW);
+
+	strcpy(from, "via a window");
+	struct ibv_sge sge = { (uintptr_t)from, 13, mr->lkey };
+	struct ibv_send_wr w = { .wr_id = 31, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED }, *bad;
+	w.wr.rdma.remote_addr = (uintptr_t)at;
+	w.wr.rdma.rkey = rkey;
+	CHECK(ibv_post_send(b, &w, &bad) == 0);
+	wc = poll_one(cq);
+	CHECK(wc.wr_id == 31 && wc.status == IBV_WC_SUCCESS && strcmp(at, "via a window") == 0);
+
+	ibv_wr_start(ax);
+	ax->wr_id = 32;
+	ibv_wr_local_inv(ax, rkey);
+	CHECK(ibv_wr_complete(ax) == 0);
+	wc = poll_one(cq);
+	CHECK(wc.wr_id == 32 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_LOCAL_INV);
+	CHECK(ibv_dealloc_mw(mw) == 0);
 }
 
 int main(void)
@@ -135,7 +172,8 @@ int main(void)
 	bad_creations();
 
 	uint64_t ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
-		       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND;
+		       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW |
+		       IBV_QP_EX_WITH_LOCAL_INV;
 	struct ibv_qp *a = qp_ex(ops), *b = qp_ex(ops);
 	CHECK(a && b);
 	struct ibv_qp_ex *ax = ibv_qp_to_qp_ex(a);
@@ -148,7 +186,8 @@ int main(void)
 	char *mem = aligned_alloc(4096, 8192);
 	CHECK(mem);
 	memset(mem, 0, 8192);
-	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+		     IBV_ACCESS_MW_BIND;
 	struct ibv_mr *mr = ibv_reg_mr(pd, mem, 8192, access);
 	CHECK(mr);
 	char *src = mem, *dst = mem + 4096; /* A's side, B's side */
@@ -168,7 +207,7 @@ int main(void)
 	ax->wr_id = 1;
 	ibv_wr_send(ax);
 	ibv_wr_set_sge(ax, mr->lkey, (uintptr_t)src, 8);
-	ibv_wr_local_inv(ax, 1234);
+	ibv_wr_send_tso(ax, src, 8, 1024);
 	CHECK(ibv_wr_complete(ax) == EOPNOTSUPP);
 	/* Refused by the QP (3 SGEs, max 2): none of the batch is posted. */
 	struct ibv_sge three[3] = { { (uintptr_t)src, 1, mr->lkey }, { (uintptr_t)src, 1, mr->lkey },
@@ -225,6 +264,7 @@ int main(void)
 	CHECK(strcmp(src + 1024, "read back by ibv_wr_rdma_read") == 0);
 
 	poll_ex(a, b, mr, src + 512);
+	window(ax, b, mr, src + 2560, dst + 2560);
 
 	/* A WRITE with an rkey B never gave: A's request completes with a
 	 * remote access error, and B, the responder, raises QP_ACCESS_ERR. */

@@ -432,6 +432,14 @@ impl Engine {
         self.sh.mrs.remove(lkey).map(|m| m.storage)
     }
 
+    /// Deregisters the region after unbinding every window bound to it
+    /// (their keys reach nothing from now on): for owners whose release
+    /// cannot fail, as a dropped handle.
+    pub fn dereg_mr_unbinding(&mut self, lkey: u32) -> Result<Box<dyn MrStorage>, Error> {
+        self.sh.mrs.unbind_windows_on(lkey);
+        self.dereg_mr(lkey)
+    }
+
     /// `ibv_alloc_mw`: an unbound memory window of `pd` (see
     /// `engine/window.rs` for the rules). Its rkey, which names it.
     pub fn alloc_mw(&mut self, pd: Pd, kind: MwType) -> Result<u32, Error> {

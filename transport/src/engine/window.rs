@@ -231,6 +231,16 @@ impl MrTable {
         self.windows.values().filter(|w| w.region() == Some(lkey)).count()
     }
 
+    /// Unbinds every window bound to the region `lkey` (type 1 windows keep
+    /// their key, unbound; type 2 ones are free again).
+    pub fn unbind_windows_on(&mut self, lkey: u32) {
+        for mw in self.windows.values_mut() {
+            if mw.region() == Some(lkey) {
+                mw.binding = None;
+            }
+        }
+    }
+
     /// Frees the type 2 windows bound by QP `qpn`, which is going away (a
     /// later QP given the same number must not inherit them).
     pub fn release_windows_of(&mut self, qpn: u32) {
