@@ -2,9 +2,10 @@
 //! (events, outgoing MADs, errors).
 
 use super::mad::MAD_LEN;
-use super::msg::{PathRepr, RejRepr, RepRepr, ReqRepr};
+use super::msg::{PathRepr, RejRepr, RepRepr, ReqRepr, SidrRepRepr, SidrReqRepr, SidrStatus};
 use crate::engine::Gid;
 use core::fmt;
+use core::time::Duration;
 
 /// A connection, named by its local communication ID.
 pub type CommId = u32;
@@ -25,6 +26,10 @@ pub enum State {
     DreqSent,
     DreqRcvd,
     Timewait,
+    /// A SIDR_REQ is out, waiting for its SIDR_REP.
+    SidrReqSent,
+    /// A SIDR_REQ came in; the consumer decides (`Cm::sidr_reply`).
+    SidrReqRcvd,
 }
 
 /// Everything a REQ needs besides what the CM chooses (communication ID,
@@ -68,6 +73,30 @@ pub struct AcceptParams {
     pub rnr_retry_count: u8,
     pub srq: bool,
     /// At most 196 bytes.
+    pub private_data: Vec<u8>,
+}
+
+/// What a SIDR_REQ needs besides its request ID (`struct ib_cm_sidr_req_param`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidrParams {
+    /// The peer port's GID, where the SIDR_REQ goes (to its QP1).
+    pub dgid: Gid,
+    pub service_id: u64,
+    /// How long each try waits for the SIDR_REP.
+    pub timeout: Duration,
+    /// Tries after the first before [`CmEvent::SidrReqError`].
+    pub max_cm_retries: u8,
+    /// At most 216 bytes.
+    pub private_data: Vec<u8>,
+}
+
+/// The answer to a received SIDR_REQ (`struct ib_cm_sidr_rep_param`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidrAnswer {
+    pub status: SidrStatus,
+    pub qpn: u32,
+    pub qkey: u32,
+    /// At most 136 bytes.
     pub private_data: Vec<u8>,
 }
 
@@ -116,6 +145,21 @@ pub enum CmEvent {
     TimewaitExit {
         id: CommId,
     },
+    /// A SIDR_REQ for a service we listen on: a new request in `SidrReqRcvd`.
+    SidrReqReceived {
+        id: CommId,
+        src_gid: Gid,
+        req: Box<SidrReqRepr>,
+    },
+    /// The SIDR_REP of our SIDR_REQ (its status says whether it resolved).
+    SidrRepReceived {
+        id: CommId,
+        rep: Box<SidrRepRepr>,
+    },
+    /// The SIDR_REQ was sent 1 + max CM retries times and nothing answered.
+    SidrReqError {
+        id: CommId,
+    },
 }
 
 impl CmEvent {
@@ -131,7 +175,10 @@ impl CmEvent {
             | CmEvent::ReqError { id }
             | CmEvent::RepError { id }
             | CmEvent::DreqError { id }
-            | CmEvent::TimewaitExit { id } => *id,
+            | CmEvent::TimewaitExit { id }
+            | CmEvent::SidrReqReceived { id, .. }
+            | CmEvent::SidrRepReceived { id, .. }
+            | CmEvent::SidrReqError { id } => *id,
         }
     }
 }

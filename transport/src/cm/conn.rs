@@ -41,6 +41,12 @@ pub(crate) struct Conn {
     pub mra_timeout: u8,
     /// Private data of our last RTU, MRA or DREP, resent for duplicates.
     pub reply_data: Vec<u8>,
+    /// A service ID resolution rather than a connection.
+    pub sidr: bool,
+    /// The service a received SIDR_REQ asked for, named again by its REP.
+    pub service_id: u64,
+    /// The SIDR_REP sent, resent for a repeated SIDR_REQ.
+    pub answer: Option<Box<[u8; MAD_LEN]>>,
 }
 
 impl Conn {
@@ -62,6 +68,9 @@ impl Conn {
             detached: false,
             mra_timeout: 0,
             reply_data: Vec::new(),
+            sidr: false,
+            service_id: 0,
+            answer: None,
         }
     }
 

@@ -46,7 +46,7 @@ pub struct Cm {
     hi_tid: u32,
     pub(super) conns: BTreeMap<CommId, Conn>,
     pub(super) listening: BTreeSet<u64>,
-    tx: VecDeque<Outgoing>,
+    pub(super) tx: VecDeque<Outgoing>,
     events: VecDeque<CmEvent>,
     pub(super) stats: CmStats,
 }
@@ -149,7 +149,7 @@ impl Cm {
 
     /// The TID of requests this side starts on connection `id`: the kernel's
     /// agent number over the comm ID as an x86 kernel holds it in memory.
-    fn form_tid(&self, id: CommId) -> u64 {
+    pub(super) fn form_tid(&self, id: CommId) -> u64 {
         u64::from(self.hi_tid) << 32 | u64::from(id.swap_bytes())
     }
 
@@ -173,7 +173,7 @@ impl Cm {
         }
     }
 
-    fn conn(&mut self, id: CommId) -> Result<&mut Conn, CmError> {
+    pub(super) fn conn(&mut self, id: CommId) -> Result<&mut Conn, CmError> {
         self.conns.get_mut(&id).ok_or(CmError::NoSuchConnection(id))
     }
 
@@ -385,6 +385,13 @@ impl Cm {
                 Ok(())
             }
             State::DreqRcvd => self.send_drep(now, id, &[]),
+            State::SidrReqRcvd => self.sidr_refuse(now, id),
+            State::SidrReqSent => {
+                if let Some(c) = self.conns.get_mut(&id) {
+                    c.reset_to_idle();
+                }
+                Ok(())
+            }
             State::Idle | State::Timewait => Ok(()),
         };
         if let Some(c) = self.conns.get_mut(&id) {
@@ -430,6 +437,10 @@ impl Cm {
                 c.enter_timewait(now);
                 CmEvent::DreqError { id }
             }
+            State::SidrReqSent => {
+                c.reset_to_idle();
+                CmEvent::SidrReqError { id }
+            }
             _ => return,
         };
         self.emit(ev);
@@ -459,7 +470,7 @@ pub(super) fn fit<const N: usize>(data: &[u8]) -> Result<[u8; N], CmError> {
     private_data::<N>(data).ok_or(CmError::PrivateDataTooLong { given: data.len(), max: N })
 }
 
-fn expect(state: State, op: &'static str, allowed: &[State]) -> Result<(), CmError> {
+pub(super) fn expect(state: State, op: &'static str, allowed: &[State]) -> Result<(), CmError> {
     if allowed.contains(&state) {
         Ok(())
     } else {

@@ -15,13 +15,15 @@ mod machine;
 pub mod mad;
 pub mod msg;
 mod recv;
+mod sidr;
 pub mod timing;
 
-pub use api::{AcceptParams, CmError, CmEvent, CommId, ConnectParams, Outgoing, State};
+pub use api::{AcceptParams, CmError, CmEvent, CommId, ConnectParams, Outgoing, SidrAnswer, SidrParams, State};
 pub use ip::{CmaHdr, PortSpace};
 pub use machine::{Cm, CmConfig, CmStats, MAX_CONNS_PER_PEER};
 pub use mad::{Mad, MadHeaderRepr, MAD_LEN};
 pub use msg::{CmMessage, RejReason};
+pub use sidr::SIDR_ANSWER_KEPT;
 
 /// The QP number of the General Services Interface QP, which carries CM MADs.
 pub const GSI_QPN: u32 = 1;

@@ -29,7 +29,9 @@ impl Cm {
             CmMessage::Mra(m) => self.on_mra(now, src_gid, &m),
             CmMessage::Dreq(m) => self.on_dreq(src_gid, tid, &m),
             CmMessage::Drep(m) => self.on_drep(now, src_gid, &m),
-            // SIDR is for UD rdma_cm, LAP/APR for alternate paths, which RoCE has none of.
+            CmMessage::SidrReq(m) => self.on_sidr_req(src_gid, tid, m),
+            CmMessage::SidrRep(m) => self.on_sidr_rep(src_gid, m),
+            // LAP/APR are for alternate paths, which RoCE has none of.
             CmMessage::Other(_) => {}
         }
     }

@@ -6,6 +6,7 @@ mod path;
 mod rej;
 mod rep;
 mod req;
+mod sidr;
 
 pub use others::{
     DrepRepr, DreqRepr, MraRepr, RtuRepr, DREP_PRIVATE_DATA_LEN, DREQ_PRIVATE_DATA_LEN, MRA_PRIVATE_DATA_LEN,
@@ -15,6 +16,9 @@ pub use path::{PathRepr, PATH_LEN};
 pub use rej::{MsgResponse, RejReason, RejRepr, REJ_ARI_LEN, REJ_PRIVATE_DATA_LEN};
 pub use rep::{RepRepr, REP_PRIVATE_DATA_LEN};
 pub use req::{ReqRepr, REQ_PRIVATE_DATA_LEN, TRANSPORT_RC, TRANSPORT_UC};
+pub use sidr::{
+    SidrRepRepr, SidrReqRepr, SidrStatus, SIDR_REP_INFO_LEN, SIDR_REP_PRIVATE_DATA_LEN, SIDR_REQ_PRIVATE_DATA_LEN,
+};
 
 use super::mad::{Mad, MadHeaderRepr, MAD_LEN};
 use crate::wire::Result;
@@ -46,7 +50,9 @@ pub enum CmMessage {
     Rtu(Box<RtuRepr>),
     Dreq(Box<DreqRepr>),
     Drep(Box<DrepRepr>),
-    /// An attribute this stack does not act on (SIDR, LAP, APR, ...).
+    SidrReq(Box<SidrReqRepr>),
+    SidrRep(Box<SidrRepRepr>),
+    /// An attribute this stack does not act on (LAP, APR, ...).
     Other(u16),
 }
 
@@ -64,6 +70,8 @@ impl CmMessage {
             attr::RTU => CmMessage::Rtu(Box::new(RtuRepr::parse(d))),
             attr::DREQ => CmMessage::Dreq(Box::new(DreqRepr::parse(d))),
             attr::DREP => CmMessage::Drep(Box::new(DrepRepr::parse(d))),
+            attr::SIDR_REQ => CmMessage::SidrReq(Box::new(SidrReqRepr::parse(d))),
+            attr::SIDR_REP => CmMessage::SidrRep(Box::new(SidrRepRepr::parse(d))),
             other => CmMessage::Other(other),
         };
         Ok((header, msg))
@@ -78,6 +86,8 @@ impl CmMessage {
             CmMessage::Rtu(_) => attr::RTU,
             CmMessage::Dreq(_) => attr::DREQ,
             CmMessage::Drep(_) => attr::DREP,
+            CmMessage::SidrReq(_) => attr::SIDR_REQ,
+            CmMessage::SidrRep(_) => attr::SIDR_REP,
             CmMessage::Other(a) => *a,
         }
     }
@@ -97,6 +107,8 @@ impl CmMessage {
             CmMessage::Rtu(m) => m.emit(d),
             CmMessage::Dreq(m) => m.emit(d),
             CmMessage::Drep(m) => m.emit(d),
+            CmMessage::SidrReq(m) => m.emit(d),
+            CmMessage::SidrRep(m) => m.emit(d),
             CmMessage::Other(_) => {}
         }
         buf
@@ -137,6 +149,8 @@ impl fmt::Display for CmMessage {
             CmMessage::Rtu(m) => m.fmt(f),
             CmMessage::Dreq(m) => m.fmt(f),
             CmMessage::Drep(m) => m.fmt(f),
+            CmMessage::SidrReq(m) => m.fmt(f),
+            CmMessage::SidrRep(m) => m.fmt(f),
             CmMessage::Other(a) => write!(f, "CM attribute 0x{a:04x} ({})", attr_name(*a)),
         }
     }

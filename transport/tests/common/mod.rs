@@ -1,0 +1,5 @@
+//! What the transport tests share.
+
+#![allow(dead_code)]
+
+pub mod cm_wire;
