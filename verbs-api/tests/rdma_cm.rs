@@ -249,7 +249,7 @@ fn calls_out_of_order_are_errors_that_name_the_verb() {
     assert!(id.resolve_route(T).unwrap_err().to_string().starts_with("rdma_resolve_route:"));
     assert!(id.accept(None).unwrap_err().to_string().starts_with("rdma_accept: not a connection request"));
     assert!(id.disconnect().unwrap_err().to_string().starts_with("rdma_disconnect: no connection"));
-    assert!(ch.create_id(PortSpace::Udp).unwrap_err().to_string().starts_with("rdma_create_id:"));
+    assert!(ch.create_id(PortSpace::Ib).unwrap_err().to_string().starts_with("rdma_create_id:"));
     // A port in use.
     id.bind_addr(at(&net, 1, 7174)).unwrap();
     let other = ch.create_id(PortSpace::Tcp).unwrap();

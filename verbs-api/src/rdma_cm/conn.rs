@@ -36,6 +36,9 @@ impl CmId {
     /// data); ESTABLISHED follows the REP, REJECTED or UNREACHABLE a refusal or silence.
     pub fn connect(&self, param: &ConnParam) -> Result<(), Error> {
         const VERB: &str = "rdma_connect";
+        if super::ud::is_ud(self.0.ps) {
+            return self.connect_ud(param);
+        }
         if param.private_data.len() > CONNECT_PRIVATE_DATA_LEN {
             let what =
                 format!("{} bytes of private data, at most {CONNECT_PRIVATE_DATA_LEN}", param.private_data.len());
@@ -111,6 +114,9 @@ impl CmId {
     /// device's limits, 7 RNR retries.
     pub fn accept(&self, param: Option<&ConnParam>) -> Result<(), Error> {
         const VERB: &str = "rdma_accept";
+        if super::ud::is_ud(self.0.ps) {
+            return self.accept_ud(param);
+        }
         let data = param.map_or(&[][..], |p| &p.private_data[..]);
         if data.len() > REP_PRIVATE_DATA_LEN {
             return Err(cm_err(
@@ -173,6 +179,9 @@ impl CmId {
     /// defined), with up to 148 bytes of private data.
     pub fn reject(&self, private_data: &[u8]) -> Result<(), Error> {
         const VERB: &str = "rdma_reject";
+        if super::ud::is_ud(self.0.ps) {
+            return self.reject_ud(private_data);
+        }
         if private_data.len() > REJ_PRIVATE_DATA_LEN {
             let what = format!("{} bytes of private data, at most {REJ_PRIVATE_DATA_LEN}", private_data.len());
             return Err(cm_err(VERB, EINVAL, what));
@@ -197,6 +206,10 @@ impl CmId {
         let (ctx, comm) = self.connection(VERB)?;
         if let Some(qp) = self.qp() {
             qp_to_err(&qp);
+        }
+        if super::ud::is_ud(self.0.ps) {
+            // As the kernel: a UD ID has no connection to end, only its QP.
+            return Ok(());
         }
         // As the kernel: start a disconnect, or answer one; in other states, nothing.
         ctx.driver().with_cm(|qp1, now| {

@@ -11,6 +11,7 @@ use super::event::{CmEvent, CmEventType, ConnParam};
 use super::id::{connect_qp, qp_to_err, CmId, CmaState, IdInner, Route};
 use super::qp_attr::ConnInfo;
 use super::registry;
+use super::ud;
 use crate::driver::Driver;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Weak};
@@ -24,10 +25,11 @@ use uroce_transport::cm::{CmEvent as IbEvent, CommId, RejReason};
 pub(crate) type Keep = Vec<Arc<IdInner>>;
 
 pub(crate) fn on_event(driver: &Driver, ev: IbEvent, keep: &mut Keep) {
-    if let IbEvent::ReqReceived { id, req, .. } = ev {
-        on_req(driver, id, req, keep);
-        return;
-    }
+    let ev = match ev {
+        IbEvent::ReqReceived { id, req, .. } => return on_req(driver, id, req, keep),
+        IbEvent::SidrReqReceived { id, src_gid, req } => return ud::on_sidr_req(driver, id, src_gid, req, keep),
+        ev => ev,
+    };
     let comm = ev.id();
     let known = driver.lock().qp1.as_ref().and_then(|q| q.ids.get(&comm).and_then(Weak::upgrade));
     let Some(inner) = known else { return };
@@ -45,6 +47,8 @@ pub(crate) fn on_event(driver: &Driver, ev: IbEvent, keep: &mut Keep) {
         IbEvent::ReqError { .. } | IbEvent::RepError { .. } if cma == CmaState::Connect => {
             deliver(&id, None, CmEventType::Unreachable, -ETIMEDOUT, ConnParam::default())
         }
+        IbEvent::SidrRepReceived { rep, .. } if cma == CmaState::Connect => ud::on_sidr_rep(&id, &rep),
+        IbEvent::SidrReqError { .. } if cma == CmaState::Connect => ud::on_sidr_timeout(&id),
         IbEvent::TimewaitExit { .. } if cma == CmaState::Disconnect => {
             deliver(&id, None, CmEventType::TimewaitExit, 0, ConnParam::default())
         }
@@ -53,7 +57,7 @@ pub(crate) fn on_event(driver: &Driver, ev: IbEvent, keep: &mut Keep) {
     }
 }
 
-fn deliver(id: &CmId, listen_id: Option<CmId>, event: CmEventType, status: i32, param: ConnParam) {
+pub(crate) fn deliver(id: &CmId, listen_id: Option<CmId>, event: CmEventType, status: i32, param: ConnParam) {
     if let Some(ch) = id.0.channel() {
         ch.push(CmEvent { id: id.clone(), listen_id, event, status, param });
     }
@@ -70,7 +74,7 @@ fn disconnected(id: &CmId, status: i32) {
 /// kernel answers when its rdma_cm handler fails.
 fn on_req(driver: &Driver, comm: CommId, req: Box<ReqRepr>, keep: &mut Keep) {
     let hdr = CmaHdr::parse(&req.private_data).ok();
-    let listener = hdr.and_then(|h| find_listener(driver, &req, &h));
+    let listener = hdr.and_then(|h| find_listener_of(driver, req.service_id, &h));
     let ctx = registry::context_on(driver);
     let (Some(hdr), Some(listener), Some(ctx), TRANSPORT_RC) = (hdr, listener, ctx, req.transport_service_type) else {
         tracing::debug!("rdma_cm: no listener takes {req}");
@@ -121,8 +125,8 @@ fn on_req(driver: &Driver, comm: CommId, req: Box<ReqRepr>, keep: &mut Keep) {
 /// The listener on the REQ's port whose address is the header's
 /// destination (or the wildcard of its family, `::` taking IPv4 too) and
 /// whose device is this one.
-fn find_listener(driver: &Driver, req: &ReqRepr, hdr: &CmaHdr) -> Option<CmId> {
-    let (ps, port) = parse_service_id(req.service_id)?;
+pub(crate) fn find_listener_of(driver: &Driver, service_id: u64, hdr: &CmaHdr) -> Option<CmId> {
+    let (ps, port) = parse_service_id(service_id)?;
     let takes = |ip: IpAddr| match ip {
         IpAddr::V4(v4) if v4.is_unspecified() => hdr.dst_addr.is_ipv4(),
         IpAddr::V6(v6) if v6.is_unspecified() => true,

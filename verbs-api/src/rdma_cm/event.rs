@@ -117,6 +117,9 @@ pub struct ConnParam {
     pub cm_response_timeout: u8,
     /// uroce: how often the REQ is sent again before UNREACHABLE (the kernel's 15).
     pub max_cm_retries: u8,
+    /// UD IDs: the Q_Key of the peer's service on ESTABLISHED (with its QPN
+    /// in `qp_num`); on accept, this side's (0: rdma_cm's, `RDMA_UDP_QKEY`).
+    pub qkey: u32,
 }
 
 impl Default for ConnParam {
@@ -133,6 +136,7 @@ impl Default for ConnParam {
             qp_num: 0,
             cm_response_timeout: uroce_transport::cm::timing::CMA_CM_RESPONSE_TIMEOUT,
             max_cm_retries: uroce_transport::cm::timing::CMA_MAX_CM_RETRIES,
+            qkey: 0,
         }
     }
 }
@@ -187,11 +191,12 @@ impl EventChannel {
         Ok(EventChannel(Arc::new(ChannelInner { events, contexts: Mutex::new(Vec::new()) })))
     }
 
-    /// `rdma_create_id`: an ID in the port space `ps` (TCP for reliable connections).
+    /// `rdma_create_id`: an ID in the port space `ps` (TCP for reliable
+    /// connections, UDP or IPoIB for UD QPs).
     pub fn create_id(&self, ps: PortSpace) -> Result<CmId, Error> {
-        if ps != PortSpace::Tcp {
-            let what = format!("port space {ps:?}: uroce's rdma_cm speaks RDMA_PS_TCP (reliable connections)");
-            return Err(Error::Cm { verb: "rdma_create_id", what, errno: libc_errno::EPROTONOSUPPORT });
+        if ps == PortSpace::Ib {
+            let what = "port space RDMA_PS_IB: uroce's rdma_cm speaks RDMA_PS_TCP, RDMA_PS_UDP and RDMA_PS_IPOIB";
+            return Err(Error::Cm { verb: "rdma_create_id", what: what.into(), errno: libc_errno::EPROTONOSUPPORT });
         }
         Ok(CmId(Arc::new(IdInner::new(Arc::downgrade(&self.0), ps))))
     }

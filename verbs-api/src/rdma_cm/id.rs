@@ -208,6 +208,12 @@ impl CmId {
         self.state().dst
     }
 
+    /// The address vector of the route (what `ibv_ah_attr` a UD peer's
+    /// ESTABLISHED event carries), once resolved.
+    pub fn address_vector(&self) -> Option<uroce_transport::engine::AddressVector> {
+        self.state().route.map(|r| r.address_vector())
+    }
+
     /// The port number: uroce devices have one.
     pub fn port_num(&self) -> u8 {
         1
@@ -225,15 +231,22 @@ impl CmId {
         if !Arc::ptr_eq(&ctx.0, &pd.context().0) {
             return Err(cm_err(VERB, EINVAL, "the PD belongs to another device than the ID"));
         }
-        if init.qp_type != QpType::Rc {
-            return Err(cm_err(VERB, EINVAL, format!("a {:?} QP: RDMA_PS_TCP connects RC QPs", init.qp_type)));
+        let ud = super::ud::is_ud(self.0.ps);
+        let want = if ud { QpType::Ud } else { QpType::Rc };
+        if init.qp_type != want {
+            let what = format!("a {:?} QP: {:?} IDs connect {want:?} QPs", init.qp_type, self.0.ps);
+            return Err(cm_err(VERB, EINVAL, what));
         }
         if st.qp.is_some() {
             return Err(cm_err(VERB, EINVAL, "the ID has a QP already"));
         }
         let qp = pd.create_qp(init)?;
-        let (attr, mask) = qp_attr::init(Default::default());
-        qp.modify(&attr, mask)?;
+        if ud {
+            super::ud::ready(&qp)?;
+        } else {
+            let (attr, mask) = qp_attr::init(Default::default());
+            qp.modify(&attr, mask)?;
+        }
         st.qp = Some(qp.clone());
         Ok(qp)
     }
@@ -242,6 +255,10 @@ impl CmId {
     /// application manages to `state` for this connection.
     pub fn init_qp_attr(&self, state: QpState) -> Result<(QpAttr, QpAttrMask), Error> {
         const VERB: &str = "rdma_init_qp_attr";
+        if super::ud::is_ud(self.0.ps) {
+            return super::ud::qp_attr(state)
+                .ok_or_else(|| cm_err(VERB, EINVAL, format!("no attributes for state {state} of a UD QP")));
+        }
         let st = self.state();
         let conn = st.conn.as_ref();
         match (state, conn) {

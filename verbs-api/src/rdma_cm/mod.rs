@@ -75,10 +75,12 @@ mod id;
 mod qp1;
 mod qp_attr;
 mod registry;
+mod ud;
 
 pub use conn::CONNECT_PRIVATE_DATA_LEN;
 pub use event::{libc_errno, CmEvent, CmEventType, ConnParam, EventChannel, RDMA_MAX_INIT_DEPTH, RDMA_MAX_RESP_RES};
 pub use id::CmId;
+pub use ud::{RDMA_UDP_QKEY, UD_CONNECT_PRIVATE_DATA_LEN};
 pub use uroce_transport::cm::{PortSpace, RejReason};
 
 pub(crate) use dispatch::on_event;
