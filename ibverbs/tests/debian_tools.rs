@@ -163,6 +163,26 @@ fn rping_connects_over_rdma_cm_and_checks_its_data() {
     }
 }
 
+/// Debian's udaddy between two processes: UD QPs connected by rdma_cm
+/// (SIDR), four of them, ten 1000-byte datagrams each way on each, in both
+/// UD port spaces (RDMA_PS_UDP and RDMA_PS_IPOIB).
+#[test]
+fn udaddy_resolves_ud_services_over_rdma_cm_and_exchanges_datagrams() {
+    if !have("udaddy") {
+        return;
+    }
+    for ps in ["0x111", "0x2"] {
+        let common = ["-c", "4", "-C", "10", "-S", "1000", "-p", ps];
+        let server_args: Vec<&str> = common.to_vec();
+        let client_args: Vec<&str> = ["-s", "{server}"].iter().chain(common.iter()).copied().collect();
+        let (client, server) =
+            run_pair(End::dropin("udaddy", &server_args), End::dropin("udaddy", &client_args), "UNREACHABLE");
+        for text in [&client, &server] {
+            assert!(text.contains("data transfers complete") && text.contains("return status 0"), "{ps}: {text}");
+        }
+    }
+}
+
 /// The eight perftest tests over RC between two processes, `extra` flags
 /// added: both end well and the client prints its result line (a READ or
 /// atomic test's server, whose memory is only the target, prints none).

@@ -138,8 +138,11 @@ impl UroceCmId {
         let mut id: RdmaCmId = unsafe { core::mem::zeroed() };
         id.channel = ptr::from_ref(&channel.ch).cast_mut();
         id.context = context;
-        id.ps = RDMA_PS_TCP;
-        id.qp_type = IBV_QPT_RC;
+        (id.ps, id.qp_type) = match inner.port_space() {
+            PortSpace::Udp => (RDMA_PS_UDP, IBV_QPT_UD),
+            PortSpace::Ipoib => (RDMA_PS_IPOIB, IBV_QPT_UD),
+            _ => (RDMA_PS_TCP, IBV_QPT_RC),
+        };
         channel.users.fetch_add(1, Ordering::AcqRel);
         let (channel, ep, made) = (Mutex::new(channel), Mutex::new(None), Mutex::new(Vec::new()));
         let sync = AtomicBool::new(sync);
@@ -239,6 +242,12 @@ fn disconnect_at_exit() {
     });
 }
 
+/// Whether C's ID connects UD QPs (RDMA_PS_UDP, RDMA_PS_IPOIB).
+pub fn is_ud(i: &UroceCmId) -> bool {
+    // SAFETY: reads a field of this live ID's C struct, which only the library writes.
+    unsafe { (*i.as_c()).qp_type == IBV_QPT_UD }
+}
+
 /// The live ID C passed.
 pub fn id_of(id: *mut RdmaCmId) -> Result<&'static UroceCmId, c_int> {
     CM_IDS.get(id.cast::<UroceCmId>()).ok_or(libc::EINVAL)
@@ -253,16 +262,22 @@ fn create_id(
     if out.is_null() {
         return Err(libc::EINVAL);
     }
-    if ps != RDMA_PS_TCP {
-        explain("rdma_create_id", &format!("port space {ps:#x}: uroce's rdma_cm serves RDMA_PS_TCP (RC connections)"));
-        return Err(libc::EOPNOTSUPP);
-    }
+    let space = match ps {
+        RDMA_PS_TCP => PortSpace::Tcp,
+        RDMA_PS_UDP => PortSpace::Udp,
+        RDMA_PS_IPOIB => PortSpace::Ipoib,
+        _ => {
+            let what = format!("port space {ps:#x}: uroce's rdma_cm serves RDMA_PS_TCP, RDMA_PS_UDP and RDMA_PS_IPOIB");
+            explain("rdma_create_id", &what);
+            return Err(libc::EOPNOTSUPP);
+        }
+    };
     let sync = channel.is_null();
     let ch = match sync {
         true => new_channel()?,
         false => EVENT_CHANNELS.get(channel.cast::<UroceEventChannel>()).ok_or(libc::EINVAL)?,
     };
-    let inner = ch.inner.create_id(PortSpace::Tcp).map_err(refused("rdma_create_id"))?;
+    let inner = ch.inner.create_id(space).map_err(refused("rdma_create_id"))?;
     disconnect_at_exit();
     let id = UroceCmId::adopt(inner, ch, context, sync);
     // SAFETY: out is the caller's out-pointer (checked non-NULL).
@@ -578,6 +593,10 @@ pub extern "C" fn rdma_accept(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c
         let p = unsafe { param.as_ref() }.map(conn_param_of);
         i.inner.accept(p.as_ref()).map_err(refused("rdma_accept"))?;
         i.refresh();
+        if is_ud(i) {
+            // librdmacm: the passive side of UD hears no ESTABLISHED.
+            return Ok(());
+        }
         await_if_sync(i, CmEventType::Established)
     })
 }

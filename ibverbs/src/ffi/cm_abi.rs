@@ -60,6 +60,7 @@ pub struct RdmaCmId {
 
 /// `struct rdma_conn_param` (rdma_cma.h:145).
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct RdmaConnParam {
     pub private_data: *const c_void,
     pub private_data_len: u8,
@@ -72,9 +73,11 @@ pub struct RdmaConnParam {
     pub qp_num: u32,
 }
 
-/// `struct rdma_ud_param` (rdma_cma.h:158): the other view of an event's
-/// parameters (UD ids are not served; it sizes the union).
+/// `struct rdma_ud_param` (rdma_cma.h:158): an event's parameters for a
+/// UD ID (a connection request's private data; on ESTABLISHED, the
+/// service's address, QPN and Q_Key).
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct RdmaUdParam {
     pub private_data: *const c_void,
     pub private_data_len: u8,
@@ -83,19 +86,30 @@ pub struct RdmaUdParam {
     pub qkey: u32,
 }
 
-/// `struct rdma_cm_event` (rdma_cma.h:166), its `param` union read as `conn`.
+/// The `param` union of `struct rdma_cm_event`: `conn` for RC IDs, `ud`
+/// for UD ones (librdmacm's choice by the ID's QP type and the event).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union RdmaEventParam {
+    pub conn: RdmaConnParam,
+    pub ud: RdmaUdParam,
+}
+
+/// `struct rdma_cm_event` (rdma_cma.h:166).
 #[repr(C)]
 pub struct RdmaCmEvent {
     pub id: *mut RdmaCmId,
     pub listen_id: *mut RdmaCmId,
     pub event: c_int,
     pub status: c_int,
-    pub conn: RdmaConnParam,
-    pub _ud_rest: [u8; size_of::<RdmaUdParam>() - size_of::<RdmaConnParam>()],
+    pub param: RdmaEventParam,
 }
 
 /// `enum rdma_port_space`: RDMA_PS_TCP, reliable connections.
 pub const RDMA_PS_TCP: c_int = 0x0106;
+/// RDMA_PS_UDP and RDMA_PS_IPOIB: UD QPs, resolved by SIDR.
+pub const RDMA_PS_UDP: c_int = 0x0111;
+pub const RDMA_PS_IPOIB: c_int = 0x0002;
 
 const _: () = {
     assert!(size_of::<RdmaAddr>() == 296);

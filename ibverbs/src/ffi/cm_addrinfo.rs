@@ -4,7 +4,7 @@
 
 use super::abi::{IBV_QPT_RC, IBV_QPT_UD};
 use super::cm::{cm_call, id_of};
-use super::cm_abi::RDMA_PS_TCP;
+use super::cm_abi::{RDMA_PS_TCP, RDMA_PS_UDP};
 use super::{guard, set_errno, symver};
 use crate::explain::explain;
 use core::ffi::{c_char, c_int, c_void};
@@ -40,8 +40,6 @@ const _: () = {
 /// `RAI_*` flags.
 pub const RAI_PASSIVE: c_int = 1;
 const RAI_NUMERICHOST: c_int = 2;
-/// `enum rdma_port_space`: RDMA_PS_UDP.
-const RDMA_PS_UDP: c_int = 0x0111;
 /// AF_IB: InfiniBand addresses, which a RoCE-only stack has none of.
 const AF_IB: c_int = 27;
 

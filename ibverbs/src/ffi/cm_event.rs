@@ -4,10 +4,12 @@
 //! and hands out the event it names, with a new C ID for a connection
 //! request; `rdma_ack_cm_event` frees it (its private data with it).
 
+use super::abi::{IbvAhAttr, IBV_QPT_UD};
 use super::channel::read_record;
 use super::cm::{cm_call, recently_destroyed, UroceCmId, UroceEventChannel, CM_IDS, EVENT_CHANNELS};
 use super::cm_abi::*;
 use super::handles::Live;
+use super::qp::c_ah_attr;
 use super::{guard, set_errno, symver};
 use core::ffi::{c_int, c_void};
 use core::ptr;
@@ -49,24 +51,50 @@ fn c_event_of(e: CmEvent) -> Option<*mut RdmaCmEvent> {
         }
     };
     let private_data = e.param.private_data.clone();
-    let conn = RdmaConnParam {
-        private_data: if private_data.is_empty() { ptr::null() } else { private_data.as_ptr().cast::<c_void>() },
-        private_data_len: private_data.len().min(255) as u8,
-        responder_resources: e.param.responder_resources,
-        initiator_depth: e.param.initiator_depth,
-        flow_control: e.param.flow_control.into(),
-        retry_count: e.param.retry_count,
-        rnr_retry_count: e.param.rnr_retry_count,
-        srq: e.param.srq.into(),
-        qp_num: e.param.qp_num,
+    let data_ptr = if private_data.is_empty() { ptr::null() } else { private_data.as_ptr().cast::<c_void>() };
+    let data_len = private_data.len().min(255) as u8;
+    // SAFETY: id is a live C ID (adopted or found above); only the library writes its qp_type.
+    let ud_id = unsafe { (*id).qp_type } == IBV_QPT_UD;
+    // librdmacm's choice of view: REJECTED and DISCONNECTED are conn's even on UD IDs.
+    let param = if ud_id && !matches!(e.event, CmEventType::Rejected | CmEventType::Disconnected) {
+        // SAFETY: all-zero is a valid ibv_ah_attr.
+        let zero: IbvAhAttr = unsafe { core::mem::zeroed() };
+        let ah_attr = match e.event {
+            CmEventType::Established => e.id.address_vector().map_or(zero, |av| c_ah_attr(&av)),
+            _ => zero,
+        };
+        let ud = RdmaUdParam {
+            private_data: data_ptr,
+            private_data_len: data_len,
+            ah_attr,
+            qp_num: e.param.qp_num,
+            qkey: e.param.qkey,
+        };
+        RdmaEventParam { ud }
+    } else {
+        let conn = RdmaConnParam {
+            private_data: data_ptr,
+            private_data_len: data_len,
+            responder_resources: e.param.responder_resources,
+            initiator_depth: e.param.initiator_depth,
+            flow_control: e.param.flow_control.into(),
+            retry_count: e.param.retry_count,
+            rnr_retry_count: e.param.rnr_retry_count,
+            srq: e.param.srq.into(),
+            qp_num: e.param.qp_num,
+        };
+        // The union's tail beyond `conn` stays zero, as librdmacm's calloc'd event.
+        // SAFETY: all-zero is a valid rdma_ud_param (NULL, zero numbers).
+        let mut p = RdmaEventParam { ud: unsafe { core::mem::zeroed() } };
+        p.conn = conn;
+        p
     };
     let ev = RdmaCmEvent {
         id,
         listen_id: listen.map_or(ptr::null_mut(), |l| l.as_c()),
         event: e.event.code(),
         status: e.status,
-        conn,
-        _ud_rest: [0; size_of::<RdmaUdParam>() - size_of::<RdmaConnParam>()],
+        param,
     };
     // The Vec's bytes stay where they are when it moves into the box.
     Some(CM_EVENTS.adopt(Box::new(UroceCmEvent { ev, _private_data: private_data })).cast())

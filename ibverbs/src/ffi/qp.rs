@@ -283,6 +283,25 @@ pub extern "C" fn ibv_query_qp(
 }
 symver!(ibv_query_qp, "IBVERBS_1.1");
 
+/// An address vector as C's `ibv_ah_attr` (RoCE: always global, no LIDs).
+pub fn c_ah_attr(av: &AddressVector) -> IbvAhAttr {
+    IbvAhAttr {
+        grh: IbvGlobalRoute {
+            dgid: IbvGid(av.dgid.0),
+            flow_label: av.flow_label,
+            sgid_index: av.sgid_index,
+            hop_limit: av.hop_limit,
+            traffic_class: av.traffic_class,
+        },
+        dlid: 0,
+        sl: 0,
+        src_path_bits: 0,
+        static_rate: 0,
+        is_global: 1,
+        port_num: av.port_num,
+    }
+}
+
 /// Writes the engine's QP attributes into C's (`cap` aside: the caller's).
 pub fn fill_c_attr(a: &mut IbvQpAttr, e: &QpAttr) {
     a.qp_state = e.qp_state as c_int;
@@ -293,15 +312,7 @@ pub fn fill_c_attr(a: &mut IbvQpAttr, e: &QpAttr) {
     a.sq_psn = e.sq_psn;
     a.dest_qp_num = e.dest_qp_num;
     a.qp_access_flags = e.qp_access_flags.0;
-    a.ah_attr.grh = IbvGlobalRoute {
-        dgid: IbvGid(e.ah_attr.dgid.0),
-        flow_label: e.ah_attr.flow_label,
-        sgid_index: e.ah_attr.sgid_index,
-        hop_limit: e.ah_attr.hop_limit,
-        traffic_class: e.ah_attr.traffic_class,
-    };
-    a.ah_attr.is_global = 1;
-    a.ah_attr.port_num = e.ah_attr.port_num;
+    a.ah_attr = c_ah_attr(&e.ah_attr);
     a.pkey_index = e.pkey_index;
     a.port_num = e.port_num;
     a.timeout = e.timeout;
