@@ -135,7 +135,7 @@ fn the_structures_match_rdma_cores_headers() {
             rnr_retry_count, srq, qp_num
         }
         "rdma_ud_param" => RdmaUdParam { private_data, private_data_len, ah_attr, qp_num, qkey }
-        "rdma_cm_event" => RdmaCmEvent { id, listen_id, event, status, conn = "param.conn" }
+        "rdma_cm_event" => RdmaCmEvent { id, listen_id, event, status, param }
         "rdma_addrinfo" => RdmaAddrinfo {
             ai_flags, ai_family, ai_qp_type, ai_port_space, ai_src_len, ai_dst_len, ai_src_addr, ai_dst_addr,
             ai_src_canonname, ai_dst_canonname, ai_route_len, ai_route, ai_connect_len, ai_connect, ai_next
