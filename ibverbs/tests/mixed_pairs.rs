@@ -95,3 +95,33 @@ fn rping_serves_uroce_rping() {
 fn uroce_rping_serves_rping() {
     rping_pair(false);
 }
+
+/// UD over rdma_cm (`-c UD -R`): SIDR resolves the server's QP; in send_lat
+/// the client's first datagram tells the server its QP (perftest's way).
+fn ud_send_lat_pair(dropin_serves: bool) {
+    let Some(uroce) = both("ib_send_lat") else { return };
+    let port = free_tcp_port().to_string();
+    let common = ["-c", "UD", "-R", "-n", "300", "-p", port.as_str()];
+    let c_tool = |tail: &[&str]| End::dropin("ib_send_lat", &[&common[..], tail].concat());
+    let ours = |tail: &[&str]| End::uroce(&uroce, &[&["perf", "send_lat", "-d", "{dev}"], &common[..], tail].concat());
+    let (server, client) = match dropin_serves {
+        true => (c_tool(&[]), ours(&["{server}"])),
+        false => (ours(&[]), c_tool(&["{server}"])),
+    };
+    // Too early for the exchange (REJECTED) or for the test's UD service (UNREACHABLE, status 1).
+    let (client, server) = run_pair(server, client, "REJECTED|RDMA_CM_EVENT_UNREACHABLE; error: 1");
+    for text in [&client, &server] {
+        let result = text.lines().skip_while(|l| !l.trim_start().starts_with("#bytes")).nth(1).unwrap_or("");
+        assert!(result.split_whitespace().nth(1) == Some("300"), "no result line:\n{text}");
+    }
+}
+
+#[test]
+fn ib_send_lat_ud_rdma_cm_serves_uroce_perf() {
+    ud_send_lat_pair(true);
+}
+
+#[test]
+fn uroce_perf_ud_rdma_cm_serves_ib_send_lat() {
+    ud_send_lat_pair(false);
+}

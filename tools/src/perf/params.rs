@@ -251,12 +251,6 @@ impl Params {
         if self.rdma_cm && self.conn == Conn::Uc {
             return Err(" UC is not supported in librdmacm".into());
         }
-        if self.comm_rdma_cm && self.conn == Conn::Ud {
-            return Err(
-                "-R/-z with UD: uroce's rdma_cm connects RC QPs (RDMA_PS_TCP); UD's RDMA_PS_UDP is not implemented"
-                    .into(),
-            );
-        }
         Ok(())
     }
 

@@ -89,6 +89,10 @@ pub struct Resources {
     pub channel: Option<CompChannel>,
     pub qps: Vec<Qp>,
     pub ahs: Vec<Ah>,
+    /// `-R` with UD: where each QP's sends go, as rdma_cm resolved it
+    /// (the service's QPN and Q_Key; the server learns the client's QPN
+    /// from its first datagram).
+    pub ud_peers: Vec<UdDest>,
 }
 
 fn verb_access(verb: Verb) -> AccessFlags {
@@ -143,6 +147,7 @@ impl Resources {
             channel,
             qps: Vec::new(),
             ahs: Vec::new(),
+            ud_peers: Vec::new(),
         };
         // With -R, rdma_cm creates them (rdma_cm::connect_qps).
         for _ in 0..if p.rdma_cm { 0 } else { nq } {
@@ -236,6 +241,9 @@ impl Resources {
 
     /// Where a UD send of QP `i` goes.
     pub fn ud_dest(&self, i: usize, rem: &Dest) -> Option<UdDest> {
+        if let Some(d) = self.ud_peers.get(i) {
+            return Some(*d);
+        }
         self.ahs.get(i).map(|ah| ah.dest(rem.qpn, DEF_QKEY))
     }
 

@@ -7,6 +7,7 @@
 
 mod comm;
 mod qps;
+mod ud;
 
 pub use comm::CmComm;
 pub use qps::{connect_qps, TestConns};

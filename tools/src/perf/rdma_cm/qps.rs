@@ -4,8 +4,9 @@
 
 use super::super::dest::Dest;
 use super::super::exchange::Comm;
-use super::super::params::Params;
+use super::super::params::{Conn, Params};
 use super::super::resources::{set_auth_key, Resources};
+use super::ud::{dest_of, needs_hello, Hello};
 use super::{conn_param, next_event, resolve, server_addr};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -22,34 +23,61 @@ pub struct TestConns {
 }
 
 /// `create_rdma_cm_connection`: a barrier, the connections (the server
-/// listens on the port, the client connects every QP), a barrier.
+/// listens on the port, the client connects every QP), a barrier. Unlike
+/// perftest's, the server listens before the first barrier, so that a
+/// client going on at once never finds the port closed.
 pub fn connect_qps(res: &mut Resources, p: &Params, comm: &mut Comm) -> Result<TestConns, String> {
-    let ctx = res.ctx.clone();
     let fail = |e: String| format!("Failed to create RDMA CM connection with resources: {e}");
+    let listening = if p.is_server() { Some(listen(p).map_err(fail)?) } else { None };
     comm.hand_shake(&Dest::default())?;
-    let conns = if p.is_server() { serve(res, p, &ctx) } else { dial(res, p, &ctx) }.map_err(fail)?;
+    let conns = match listening {
+        Some((ch, listener)) => serve(res, p, ch, listener),
+        None => dial(res, p, &res.ctx.clone()),
+    }
+    .map_err(fail)?;
     comm.hand_shake(&Dest::default())?;
     Ok(conns)
 }
 
-/// `rdma_cm_server_connection`: every request gets a QP and an accept
-/// (the server counts a connection at its request, as perftest does).
-fn serve(res: &mut Resources, p: &Params, ctx: &Context) -> Result<TestConns, String> {
+/// The port space of the test's IDs: UD's for UD QPs.
+fn port_space(p: &Params) -> PortSpace {
+    if p.conn == Conn::Ud {
+        PortSpace::Udp
+    } else {
+        PortSpace::Tcp
+    }
+}
+
+/// The server's listener for the test's QPs, on the test's port.
+fn listen(p: &Params) -> Result<(EventChannel, CmId), String> {
     let ch = EventChannel::new().map_err(|e| e.to_string())?;
-    let listener = ch.create_id(PortSpace::Tcp).map_err(|e| e.to_string())?;
+    let listener = ch.create_id(port_space(p)).map_err(|e| e.to_string())?;
     let bind = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), p.port());
     listener.bind_addr(bind).map_err(|e| format!("Failed to bind RDMA CM address on the server: {e}"))?;
     listener.listen(p.num_qps as i32).map_err(|e| format!("Failed to listen on RDMA CM server listen ID: {e}"))?;
+    Ok((ch, listener))
+}
+
+/// `rdma_cm_server_connection`: every request gets a QP and an accept
+/// (the server counts a connection at its request, as perftest does).
+fn serve(res: &mut Resources, p: &Params, ch: EventChannel, listener: CmId) -> Result<TestConns, String> {
     let mut ids = Vec::new();
+    let hello = if p.conn == Conn::Ud && needs_hello(p) { Some(Hello::new(res)?) } else { None };
     while ids.len() < p.num_qps as usize {
         let ev = next_event(&ch)?;
         match ev.event {
             CmEventType::ConnectRequest => {
                 let qp = ev.id.create_qp(&res.pd, &res.qp_init(p)).map_err(|e| format!("Failed to create QP: {e}"))?;
                 set_auth_key(&qp, p)?;
+                if let Some(h) = &hello {
+                    h.expect(&qp)?;
+                }
                 ev.id
                     .accept(Some(&conn_param(p, p.verb)))
                     .map_err(|e| format!("Failed to accept RDMA CM connection: {e}"))?;
+                if let Some(h) = &hello {
+                    res.ud_peers.push(h.take(res, &ev.id, &qp)?);
+                }
                 // perftest sets its RNR timer after the accept.
                 let attr = uroce_verbs::QpAttr { min_rnr_timer: 12, ..Default::default() };
                 let _ = qp.modify(&attr, uroce_verbs::QpAttrMask::MIN_RNR_TIMER);
@@ -61,7 +89,6 @@ fn serve(res: &mut Resources, p: &Params, ctx: &Context) -> Result<TestConns, St
         }
     }
     drop(listener);
-    let _ = ctx;
     Ok(TestConns { ch, ids })
 }
 
@@ -86,7 +113,7 @@ fn dial_once(res: &mut Resources, p: &Params, ctx: &Context, dst: SocketAddr) ->
     let ch = EventChannel::new().map_err(|e| e.to_string())?;
     let mut ids = Vec::new();
     for _ in 0..p.num_qps {
-        let id = ch.create_id(PortSpace::Tcp).map_err(|e| e.to_string())?;
+        let id = ch.create_id(port_space(p)).map_err(|e| e.to_string())?;
         resolve(&ch, &id, ctx, dst)?;
         let qp = id.create_qp(&res.pd, &res.qp_init(p)).map_err(|e| format!("Failed to create QP: {e}"))?;
         set_auth_key(&qp, p)?;
@@ -94,14 +121,26 @@ fn dial_once(res: &mut Resources, p: &Params, ctx: &Context, dst: SocketAddr) ->
         res.qps.push(qp);
         ids.push(id);
     }
+    let hello = if p.conn == Conn::Ud && needs_hello(p) { Some(Hello::new(res)?) } else { None };
+    let mut ud_peers = vec![None; ids.len()];
     let mut established = 0;
     while established < ids.len() {
         let ev = next_event(&ch)?;
         match ev.event {
+            CmEventType::Established if p.conn == Conn::Ud => {
+                let i = ids.iter().position(|id| *id == ev.id).ok_or("ESTABLISHED for an ID this end did not make")?;
+                let to = dest_of(&ev)?;
+                if let Some(h) = &hello {
+                    h.send(res, &res.qps[i], to)?;
+                }
+                ud_peers[i] = Some(to);
+                established += 1;
+            }
             CmEventType::Established => established += 1,
             _ => return Err(format!("RDMA CM event error: Event: {}; error: {}.", ev.event, ev.status)),
         }
     }
+    res.ud_peers = ud_peers.into_iter().flatten().collect();
     Ok(TestConns { ch, ids })
 }
 
