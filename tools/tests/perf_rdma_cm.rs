@@ -66,9 +66,10 @@ fn ud_send_bw_and_send_lat_with_rdma_cm() {
         assert_eq!(result_row(&out)[1], "300", "{test}: {out}");
     }
     let (server_dev, client_dev, server_ip) = (net.udp(5), net.udp(6), net.ip(5).to_string());
+    let pcap = std::env::temp_dir().join(format!("uroce-perf-ud-rdma-cm-{}.pcap", std::process::id()));
     for (test, port) in [("send_lat", "18611"), ("send_bw", "18612")] {
         let args = ["perf", test, "-c", "UD", "-R", "-n", "200", "-p", port];
-        let server = spawn(&[&args[..], &["-d", &server_dev]].concat());
+        let server = spawn(&[&args[..], &["-d", &server_dev, "--pcap", pcap.to_str().unwrap()]].concat());
         std::thread::sleep(Duration::from_millis(300));
         let client = spawn(&[&args[..], &["-d", &client_dev, &server_ip]].concat());
         let (code, out, err) = wait_bounded(client, LIMIT);
@@ -77,6 +78,18 @@ fn ud_send_bw_and_send_lat_with_rdma_cm() {
         assert_eq!(scode, 0, "{test} server: {sout}{serr}");
         assert_eq!(result_row(&out)[1], "200", "{out}");
     }
+    // The last run's CM: the exchange's RC connection, the test's SIDR, and
+    // the exchange's end; `uroce dump` and tshark name them alike.
+    let want = ["ConnectRequest", "ConnectReply", "ReadyToUse", "ServiceIDResReq", "ServiceIDResReqResp"];
+    let dump = uroce().args(["dump", pcap.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let names: Vec<&str> =
+        text.lines().filter_map(|l| l.split(" CM ").nth(1)).map(|r| r.trim_end_matches(" ICRC ok")).collect();
+    assert_eq!(&names[..5], want, "{text}");
+    if let Some(names) = tshark_cm_names(&pcap) {
+        assert_eq!(&names[..5], want);
+    }
+    let _ = std::fs::remove_file(&pcap);
 }
 
 #[test]

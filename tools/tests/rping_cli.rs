@@ -173,22 +173,6 @@ fn debug_output_and_a_capture_of_the_cm_exchange() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The CM messages of a capture as tshark decodes them, in order (None
-/// without tshark); panics if it flags any frame as malformed.
-fn tshark_cm_names(pcap: &std::path::Path) -> Option<Vec<String>> {
-    let run = |filter: &str, field: &str| {
-        Command::new("tshark").args(["-r", pcap.to_str().unwrap(), "-Y", filter, "-T", "fields", "-e", field]).output()
-    };
-    let Ok(out) = run("infiniband.mad", "_ws.col.Info") else {
-        println!("SKIP: tshark not found; install it with `apt-get install tshark` for the CM decode check");
-        return None;
-    };
-    let flagged = run("_ws.malformed || _ws.expert.severity >= \"warning\"", "frame.number").unwrap();
-    assert!(flagged.stdout.is_empty(), "tshark flags frames {}", String::from_utf8_lossy(&flagged.stdout));
-    let text = String::from_utf8_lossy(&out.stdout);
-    Some(text.lines().map(|l| l.trim_start_matches("CM: ").trim().to_string()).collect())
-}
-
 #[test]
 fn rpings_argument_errors() {
     let out = uroce().args(["rping", "-C", "1"]).output().unwrap();

@@ -28,7 +28,7 @@ pub(crate) fn name(d: &Decoded) -> Option<String> {
     message(d).map(|(_, m)| m.name().to_string())
 }
 
-/// The MAD header, the message's fields and, in a REQ, rdma_cm's IP header.
+/// The MAD header, the message's fields and, in a REQ or SIDR_REQ, rdma_cm's IP header.
 pub(crate) fn verbose(out: &mut String, d: &Decoded) {
     let Some((h, m)) = message(d) else { return };
     let _ = writeln!(
@@ -43,8 +43,14 @@ pub(crate) fn verbose(out: &mut String, d: &Decoded) {
         m.name()
     );
     let _ = writeln!(out, "  CM        {m}");
-    if let CmMessage::Req(req) = &m {
-        if let (Some((ps, port)), Ok(ip)) = (parse_service_id(req.service_id), CmaHdr::parse(&req.private_data)) {
+    // rdma_cm's IP header rides in a REQ's private data, and a SIDR_REQ's.
+    let ip_request = match &m {
+        CmMessage::Req(req) => Some((req.service_id, &req.private_data[..])),
+        CmMessage::SidrReq(req) => Some((req.service_id, &req.private_data[..])),
+        _ => None,
+    };
+    if let Some((service_id, private_data)) = ip_request {
+        if let (Some((ps, port)), Ok(ip)) = (parse_service_id(service_id), CmaHdr::parse(private_data)) {
             let _ = writeln!(
                 out,
                 "  rdma_cm   {ps:?} port {port}: {} port {} -> {} (IP CM header version {})",

@@ -90,3 +90,21 @@ pub fn skip_unless_root_with(test: &str, tools: &[&str]) -> bool {
     println!("SKIP: {test}: needs root and {} (missing: {missing:?}, root: {})", tools.join(", "), is_root());
     true
 }
+
+/// The CM messages of a capture as tshark decodes them, in order (None
+/// without tshark); panics if it flags any of them as malformed.
+pub fn tshark_cm_names(pcap: &std::path::Path) -> Option<Vec<String>> {
+    let run = |filter: &str, field: &str| {
+        Command::new("tshark").args(["-r", pcap.to_str().unwrap(), "-Y", filter, "-T", "fields", "-e", field]).output()
+    };
+    let Ok(out) = run("infiniband.mad", "_ws.col.Info") else {
+        println!("SKIP: tshark not found; install it with `apt-get install tshark` for the CM decode check");
+        return None;
+    };
+    // Only the MADs: tshark takes tiny SENDs of other frames for RPC over RDMA.
+    let flagged =
+        run("infiniband.mad && (_ws.malformed || _ws.expert.severity >= \"warning\")", "frame.number").unwrap();
+    assert!(flagged.stdout.is_empty(), "tshark flags frames {}", String::from_utf8_lossy(&flagged.stdout));
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(text.lines().map(|l| l.trim_start_matches("CM: ").trim().to_string()).collect())
+}
