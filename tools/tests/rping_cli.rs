@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::Duration;
 use uroce_verbs::TestNet;
 
