@@ -30,6 +30,7 @@ mod completer;
 mod counters;
 mod cq;
 mod emit;
+mod mcast;
 mod memory;
 mod qp;
 mod requester;
@@ -46,6 +47,7 @@ mod wr;
 pub use attr::{AddressVector, ModifyError, Mtu, QpAttr, QpAttrMask, QpState, QpType};
 pub use counters::{Counter, Counters};
 pub use cq::{CqHandle, CqRing};
+pub use mcast::{McastChange, MAX_MCAST_GRP, MAX_MCAST_QP_ATTACH, MULTICAST_QPN};
 pub use memory::{AtomicOp, MrKeys, MrStorage, Pd};
 pub use qp::{flow_label_of_qps, flow_label_to_udp_sport, ud_udp_sport, QpCap, QpInitAttr};
 pub use srq::{SrqAttr, SrqHandle};
@@ -169,6 +171,15 @@ pub enum Error {
     NoSuchMw(u32),
     /// Deregistering a region a memory window is bound to (rxe: EINVAL).
     MrHasWindows(u32),
+    /// Attaching to a GID that is no multicast one.
+    NotMulticast(Gid),
+    /// A port's groups, or a group's QPs, are at their limit (rxe: ENOMEM).
+    McastLimit(&'static str),
+    /// Detaching a QP that is not attached to the group.
+    NotAttached {
+        qpn: u32,
+        gid: Gid,
+    },
     /// Posting is not allowed in this state (e.g. post_send before RTS).
     InvalidState {
         qpn: u32,
@@ -212,6 +223,11 @@ impl fmt::Display for Error {
             Error::NoSuchPd(p) => write!(f, "no PD {}", p.0),
             Error::NoSuchMr(k) => write!(f, "no MR with key 0x{k:08x}"),
             Error::NoSuchMw(k) => write!(f, "no memory window with rkey 0x{k:08x}"),
+            Error::NotMulticast(g) => {
+                write!(f, "{g} is not a multicast GID (an IPv6 ff00::/8 or IPv4 224.0.0.0/4 address)")
+            }
+            Error::McastLimit(what) => write!(f, "{what}"),
+            Error::NotAttached { qpn, gid } => write!(f, "QP 0x{qpn:06x} is not attached to {gid}"),
             Error::MrHasWindows(k) => {
                 write!(f, "MR 0x{k:08x} has memory windows bound to it: invalidate, unbind or free them first")
             }
@@ -303,6 +319,8 @@ pub struct Engine {
     gid_table: Vec<Option<Gid>>,
     /// QPs ever put in the authenticated mode: while 0, its checks cost nothing.
     auth_qps: usize,
+    /// Multicast groups and their QPs.
+    mcast: mcast::McastGroups,
 }
 
 /// What a region may be registered with: remote writes and atomics change
@@ -338,6 +356,7 @@ impl Engine {
             sched: sched::TxSchedule::default(),
             gid_table: vec![Some(config.gid)],
             auth_qps: 0,
+            mcast: Default::default(),
         }
     }
 
@@ -575,7 +594,37 @@ impl Engine {
         self.sh.timers.remove(qpn, &qp.timers);
         self.sched.forget(qpn);
         self.sh.mrs.release_windows_of(qpn);
+        self.mcast.detach_all(qpn);
         Ok(())
+    }
+
+    /// `ibv_attach_mcast`: UD QP `qpn` receives the datagrams sent to the
+    /// multicast GID `gid` (attaching twice changes nothing). The link must
+    /// join the group: see [`Engine::poll_mcast_change`].
+    pub fn attach_mcast(&mut self, qpn: u32, gid: Gid) -> Result<(), Error> {
+        let qp = self.qps.get(&qpn).ok_or(Error::NoSuchQp(qpn))?;
+        if qp.qp_type() != QpType::Ud {
+            return Err(Error::InvalidOperation { qp_type: qp.qp_type(), op: "attach_mcast" });
+        }
+        self.mcast.attach(qpn, gid).map_err(|e| match e {
+            mcast::AttachError::NotMulticast => Error::NotMulticast(gid),
+            mcast::AttachError::TooManyGroups => Error::McastLimit("the port has MAX_MCAST_GRP (8192) groups"),
+            mcast::AttachError::GroupFull => Error::McastLimit("the group has MAX_MCAST_QP_ATTACH (56) QPs"),
+        })
+    }
+
+    /// `ibv_detach_mcast`.
+    pub fn detach_mcast(&mut self, qpn: u32, gid: Gid) -> Result<(), Error> {
+        match self.mcast.detach(qpn, gid) {
+            true => Ok(()),
+            false => Err(Error::NotAttached { qpn, gid }),
+        }
+    }
+
+    /// The next change of the groups the link must make (join a group when
+    /// its first QP attached, leave it when the last went).
+    pub fn poll_mcast_change(&mut self) -> Option<McastChange> {
+        self.mcast.poll_change()
     }
 
     /// `ibv_query_qp`. `sq_psn` and `rq_psn` are the live ones (the next PSN
@@ -715,6 +764,9 @@ impl Engine {
         if repr.bth.pkey & 0x7fff != 0x7fff {
             return counters.inc(Counter::BadPkey);
         }
+        if repr.bth.dest_qp == MULTICAST_QPN {
+            return self.handle_multicast(&meta, &repr, pkt.payload());
+        }
         let Some(qp) = self.qps.get_mut(&repr.bth.dest_qp) else { return counters.inc(Counter::RcvdUnknownQpn) };
         let matches = matches!(
             (op.transport(), qp.qp_type()),
@@ -736,6 +788,26 @@ impl Engine {
         // `settle`, with the QP at hand rather than looked up again.
         qp.sync(&mut self.sh);
         self.settled(repr.bth.dest_qp);
+    }
+
+    /// A datagram to the multicast QPN: a copy for each QP attached to its
+    /// destination GID (each checks its Q_Key as for any datagram). None
+    /// attached: counted as a datagram for no QP.
+    fn handle_multicast(&mut self, meta: &RxMeta, repr: &RoceRepr, payload: &[u8]) {
+        if repr.bth.opcode.transport() != Transport::Ud {
+            return self.sh.counters.inc(Counter::RcvdMalformed);
+        }
+        let members = self.mcast.members(meta.dst_gid);
+        if members.is_empty() {
+            return self.sh.counters.inc(Counter::RcvdUnknownQpn);
+        }
+        for qpn in members {
+            let Some(qp) = self.qps.get_mut(&qpn) else { continue };
+            self.sh.counters.inc(Counter::RcvdPkts);
+            responder::on_request(qp, &mut self.sh, meta, repr, payload);
+            qp.sync(&mut self.sh);
+            self.settled(qpn);
+        }
     }
 
     /// `data` without its tag if its QP is in the authenticated mode and the

@@ -22,7 +22,7 @@ mod workload;
 
 pub use link::{LinkConfig, LinkStats};
 pub use pair::{Pair, REGION_ACCESS};
-pub use setup::{connect, create_endpoint, Endpoint, QpOptions};
+pub use setup::{connect, create_endpoint, ready_ud, Endpoint, QpOptions};
 pub use workload::{run_op, Op, Outcome};
 
 use crate::engine::{Engine, EngineConfig, Gid, Instant, RxMeta, MAX_PACKET_LEN};
@@ -45,7 +45,10 @@ pub type DropIf = Box<dyn FnMut(usize, &[u8]) -> bool + Send>;
 struct InFlight {
     at: Instant,
     seq: u64,
+    from: usize,
     to: usize,
+    /// Where it was sent: node `to`'s GID, or a multicast group it joined.
+    dst_gid: Gid,
     data: Vec<u8>,
 }
 
@@ -66,6 +69,8 @@ pub struct Sim {
     pub tap: Option<Tap>,
     /// Packets a test wants lost (after the impairments, before the tap).
     pub drop_if: Option<DropIf>,
+    /// The multicast groups each node's link joined (its engine says which).
+    pub joined: [std::collections::BTreeSet<Gid>; 2],
 }
 
 impl Sim {
@@ -90,26 +95,48 @@ impl Sim {
             buf: vec![0u8; MAX_PACKET_LEN],
             tap: None,
             drop_if: None,
+            joined: Default::default(),
         }
     }
 
-    /// Takes every packet both engines have to send and puts it on the wire.
+    /// Takes every packet both engines have to send and puts it on the wire:
+    /// to the other node, or a multicast datagram to each node (the sender
+    /// included, as IP loops multicast back) whose link joined its group.
     pub fn transmit_all(&mut self) {
+        self.follow_groups(0);
+        self.follow_groups(1);
         for from in 0..2 {
             while let Some(tx) = self.engines[from].poll_transmit(self.now, &mut self.buf) {
                 let mut data = self.buf[..tx.len].to_vec();
                 link::stamp_crc(&mut data);
+                if tx.dest_gid.is_multicast() {
+                    let members: Vec<usize> = (0..2).filter(|&n| self.joined[n].contains(&tx.dest_gid)).collect();
+                    for to in members {
+                        self.send(from, to, tx.dest_gid, data.clone());
+                    }
+                    continue;
+                }
                 let to = 1 - from;
                 if tx.dest_gid != self.gids[to] {
                     self.stats.misaddressed += 1;
                     continue;
                 }
-                self.send(from, to, data);
+                self.send(from, to, self.gids[to], data);
             }
         }
     }
 
-    fn send(&mut self, from: usize, to: usize, data: Vec<u8>) {
+    /// Node `node`'s link joins and leaves the groups its engine asks for.
+    fn follow_groups(&mut self, node: usize) {
+        while let Some(change) = self.engines[node].poll_mcast_change() {
+            match change {
+                crate::engine::McastChange::Join(g) => self.joined[node].insert(g),
+                crate::engine::McastChange::Leave(g) => self.joined[node].remove(&g),
+            };
+        }
+    }
+
+    fn send(&mut self, from: usize, to: usize, dst_gid: Gid, data: Vec<u8>) {
         self.stats.sent += 1;
         let ser = self.link.serialisation(data.len());
         let start = self.busy_until[from].max(self.now);
@@ -117,7 +144,7 @@ impl Sim {
         let base = start + ser + self.link.delay;
         for (at, data) in link::impair(&self.link, &mut self.rng, &mut self.stats, base, data) {
             self.seq += 1;
-            self.wire.push(Reverse(InFlight { at, seq: self.seq, to, data }));
+            self.wire.push(Reverse(InFlight { at, seq: self.seq, from, to, dst_gid, data }));
         }
     }
 
@@ -162,7 +189,7 @@ impl Sim {
         if let Some(tap) = &mut self.tap {
             tap(p.to, &p.data);
         }
-        let meta = RxMeta { src_gid: self.gids[1 - p.to], dst_gid: self.gids[p.to] };
+        let meta = RxMeta { src_gid: self.gids[p.from], dst_gid: p.dst_gid };
         self.engines[p.to].handle_packet(self.now, meta, &p.data);
     }
 

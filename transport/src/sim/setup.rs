@@ -85,6 +85,12 @@ pub fn connect(sim: &mut Sim, a: &Endpoint, b: &Endpoint, o: &QpOptions) {
     }
 }
 
+/// Takes UD QP `ep.qpn` of `e` to RTS on its own (a UD QP is aimed by each
+/// send, not at one peer).
+pub fn ready_ud(e: &mut Engine, ep: &Endpoint, o: &QpOptions) {
+    to_rts(e, ep.qpn, 0, crate::engine::Gid::default(), 0, 0, o);
+}
+
 fn to_rts(e: &mut Engine, qpn: u32, remote: u32, dgid: crate::engine::Gid, sq_psn: u32, rq_psn: u32, o: &QpOptions) {
     let mut attr = QpAttr {
         qp_state: QpState::Init,
