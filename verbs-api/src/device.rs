@@ -4,7 +4,7 @@
 use crate::context::{Context, OpenOptions};
 use crate::error::Error;
 use uroce_stack::link::LinkInfo;
-use uroce_transport::engine::{Mtu, MAX_MSG_SZ, MAX_RD_ATOMIC};
+use uroce_transport::engine::{Mtu, MAX_MCAST_GRP, MAX_MCAST_QP_ATTACH, MAX_MSG_SZ, MAX_RD_ATOMIC};
 
 /// A device that can be opened: a link named by its spec, e.g. `udp:127.0.0.1`,
 /// `packet:eth0`, `tap:uroce0,ip=10.0.0.1/24`.
@@ -83,6 +83,12 @@ pub struct DeviceAttr {
     pub max_mr: u32,
     /// Most memory windows (not enforced, as `max_mr`).
     pub max_mw: u32,
+    /// Most multicast groups (rxe's 8192).
+    pub max_mcast_grp: u32,
+    /// Most QPs attached to one group (rxe's 56).
+    pub max_mcast_qp_attach: u32,
+    /// Most attachments in all.
+    pub max_total_mcast_qp_attach: u32,
     /// Most protection domains.
     pub max_pd: u32,
     /// Most outstanding RDMA READs/atomics a QP serves as responder.
@@ -120,6 +126,9 @@ impl DeviceAttr {
             max_cqe: 0x7fff,
             max_mr: 0x4000,
             max_mw: 0x4000,
+            max_mcast_grp: MAX_MCAST_GRP as u32,
+            max_mcast_qp_attach: MAX_MCAST_QP_ATTACH as u32,
+            max_total_mcast_qp_attach: (MAX_MCAST_GRP * MAX_MCAST_QP_ATTACH) as u32,
             max_pd: 0x10000,
             max_qp_rd_atom: u32::from(MAX_RD_ATOMIC),
             max_qp_init_rd_atom: u32::from(MAX_RD_ATOMIC),

@@ -98,6 +98,7 @@ impl Error {
         let e = match self {
             Error::Engine { err: engine::Error::QueueFull { .. }, .. } => Errno::ENOMEM,
             Error::Engine { err: engine::Error::GsiQpExists, .. } => Errno::EEXIST,
+            Error::Engine { err: engine::Error::McastLimit(_), .. } => Errno::ENOMEM,
             Error::Engine { .. } => Errno::EINVAL,
             Error::Device(_) => Errno::ENODEV,
             Error::NoSuchGid { .. } | Error::GidNotSendable { .. } | Error::InvalidValue { .. } => Errno::EINVAL,

@@ -75,4 +75,4 @@ pub use uroce_transport::engine::{
     AccessFlags, AddressVector, Counter, Event, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpState, QpType, RecvWr,
     SendFlags, SendWr, Sge, SrqAttr, UdDest, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOp, GRH_LEN,
 };
-pub use uroce_transport::engine::{MwBind, MwType};
+pub use uroce_transport::engine::{MwBind, MwType, MULTICAST_QPN};

@@ -130,7 +130,10 @@ struct QpInner {
 
 impl Drop for QpInner {
     fn drop(&mut self) {
-        let _ = self.pd.context().driver().lock().engine.destroy_qp(self.qpn);
+        let mut core = self.pd.context().driver().lock();
+        let _ = core.engine.destroy_qp(self.qpn);
+        // Its groups: the link leaves those it was the last member of.
+        let _ = core.follow_groups();
     }
 }
 
@@ -276,6 +279,21 @@ impl Qp {
         self.to_init(c)?;
         self.to_rtr(c)?;
         self.to_rts(c)
+    }
+
+    /// `ibv_attach_mcast`: this UD QP receives the datagrams sent to the
+    /// multicast GID `gid` (with destination QPN 0xFFFFFF,
+    /// [`uroce_transport::engine::MULTICAST_QPN`]); the device joins the IP
+    /// group (the udp link: IPv4 `::ffff:224.0.0.0/100`, or IPv6 `ff00::/8`).
+    /// EINVAL for a QP that is not UD or a GID that is not multicast,
+    /// ENOMEM past rxe's limits (8192 groups, 56 QPs a group).
+    pub fn attach_mcast(&self, gid: Gid) -> Result<(), Error> {
+        self.0.pd.context().driver().lock().attach_mcast(self.0.qpn, gid)
+    }
+
+    /// `ibv_detach_mcast`: EINVAL if the QP is not attached to `gid`.
+    pub fn detach_mcast(&self, gid: Gid) -> Result<(), Error> {
+        self.0.pd.context().driver().lock().detach_mcast(self.0.qpn, gid)
     }
 
     /// `ibv_post_send` of one WR. A bad lkey or range is not an error here: the

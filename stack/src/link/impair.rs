@@ -343,4 +343,13 @@ impl<L: Link> Link for Impair<L> {
     fn set_frame_sink(&mut self, sink: Option<FrameSink>) {
         self.inner.set_frame_sink(sink)
     }
+    fn join_multicast(&mut self, group: std::net::IpAddr) -> io::Result<()> {
+        self.inner.join_multicast(group)
+    }
+    fn leave_multicast(&mut self, group: std::net::IpAddr) -> io::Result<()> {
+        self.inner.leave_multicast(group)
+    }
+    fn multicast_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        self.inner.multicast_wait_fd()
+    }
 }

@@ -186,6 +186,26 @@ pub trait Link: Send {
     fn next_due(&self) -> Option<std::time::Instant> {
         None
     }
+
+    /// Receives the datagrams sent to IP multicast `group` from now on
+    /// (joining it on the link's interface); again: nothing changes.
+    fn join_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        let _ = group;
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this link type has no multicast yet (the udp link has)"))
+    }
+
+    /// Stops receiving `group`'s datagrams.
+    fn leave_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        let _ = group;
+        Ok(())
+    }
+
+    /// A descriptor readable while datagrams of a joined group wait, when
+    /// they come on another socket than [`Link::wait_fd`]'s: its members
+    /// change as groups are joined, the descriptor stays.
+    fn multicast_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        None
+    }
 }
 
 impl<L: Link + ?Sized> Link for Box<L> {
@@ -206,6 +226,15 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn next_due(&self) -> Option<std::time::Instant> {
         (**self).next_due()
+    }
+    fn join_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        (**self).join_multicast(group)
+    }
+    fn leave_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        (**self).leave_multicast(group)
+    }
+    fn multicast_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        (**self).multicast_wait_fd()
     }
 }
 

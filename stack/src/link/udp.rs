@@ -29,6 +29,7 @@ use super::{wire_addr, Direction, FrameSink, Integrity, Link, LinkInfo, LinkStat
 use super::{DeviceSpec, LinkError};
 use crate::frame::{FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, UDP_HDR};
 use crate::pcap::LinkType;
+use crate::sys::epoll::Epoll;
 use crate::sys::iface;
 use crate::sys::mmsg::{self, RxMeta, TxMsg, MAX_BATCH};
 use crate::sys::packet::if_index;
@@ -37,6 +38,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 use std::ops::Range;
+use std::os::fd::RawFd;
 use std::time::Duration;
 use uroce_transport::engine::Mtu;
 use uroce_transport::icrc;
@@ -95,6 +97,12 @@ pub struct UdpLink {
     sink: Option<FrameSink>,
     scratch: Vec<u8>,
     solver: IdentSolver,
+    /// Multicast groups joined, each with the socket that receives them.
+    groups: Vec<(IpAddr, UdpSocket)>,
+    /// Readable while a group socket is (what another thread waits on).
+    group_wait: Epoll,
+    /// The interface index multicast is joined and sent on (IPv6).
+    ifindex: u32,
 }
 
 /// What the kernel charges a socket's receive buffer for one datagram of
@@ -139,6 +147,10 @@ impl UdpLink {
         let offload = UdpOffload { gso: offload.gso && sock.supports_gso(), gro: offload.gro && sock.enable_gro() };
         let (slot, nslots) = if offload.gro { (GRO_SLOT, GRO_BATCH) } else { (SLOT, MAX_BATCH) };
         let rx_queue_packets = sock.receive_buffer() / skb_truesize(path_mtu.bytes() as usize);
+        let ifindex = if scope_id != 0 { scope_id } else { ifname.as_deref().and_then(if_index).unwrap_or(0) };
+        // Best effort: without it, multicast sends take the default route's interface.
+        let _ = sock.set_multicast_source(ip, ifindex);
+        let group_wait = Epoll::new().map_err(|e| LinkError::os("creating an epoll set", e, ""))?;
         let name = spec.to_string();
         let frame_type = LinkType::RawIp;
         let info =
@@ -157,6 +169,9 @@ impl UdpLink {
             sink: None,
             scratch: Vec::with_capacity(SLOT + 64),
             solver: IdentSolver::default(),
+            groups: Vec::new(),
+            group_wait,
+            ifindex,
         })
     }
 
@@ -418,13 +433,72 @@ impl Link for UdpLink {
     fn recv(&mut self, timeout: Duration, batch: &mut RxBatch) -> io::Result<usize> {
         // Without a wait, recvmmsg (MSG_DONTWAIT) is the readiness check: one
         // system call where a poll and then a receive would take two.
-        if !timeout.is_zero() && !mmsg::wait_readable(self.sock.fd(), timeout)? {
+        if !timeout.is_zero() && !self.wait_readable(timeout)? {
             return Ok(0);
         }
+        let mut kept = self.recv_from(self.sock.fd(), batch)?;
+        // Multicast groups: one more system call a receive, only while there are any.
+        if !self.groups.is_empty() && self.group_wait.wait(Duration::ZERO)? {
+            let fds: Vec<RawFd> = self.groups.iter().map(|(_, s)| s.fd()).collect();
+            for fd in fds {
+                kept += self.recv_from(fd, batch)?;
+            }
+        }
+        Ok(kept)
+    }
+
+    fn stats(&self) -> LinkStats {
+        self.stats
+    }
+
+    fn set_frame_sink(&mut self, sink: Option<FrameSink>) {
+        self.sink = sink;
+    }
+
+    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        crate::sys::fd::dup(self.sock.fd()).ok()
+    }
+
+    fn join_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        let group = wire_addr(group);
+        if self.groups.iter().any(|(g, _)| *g == group) {
+            return Ok(());
+        }
+        let sock = UdpSocket::bind_group(group, ROCEV2_UDP_PORT, self.local, self.ifindex)?;
+        self.group_wait.add(sock.fd())?;
+        self.groups.push((group, sock));
+        Ok(())
+    }
+
+    fn leave_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        let group = wire_addr(group);
+        if let Some(i) = self.groups.iter().position(|(g, _)| *g == group) {
+            let (_, sock) = self.groups.remove(i);
+            self.group_wait.remove(sock.fd());
+        }
+        Ok(())
+    }
+
+    fn multicast_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        crate::sys::fd::dup(self.group_wait.fd()).ok()
+    }
+}
+
+impl UdpLink {
+    /// Whether the unicast socket, or a group's, is readable within `timeout`.
+    fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
+        match self.groups.is_empty() {
+            true => mmsg::wait_readable(self.sock.fd(), timeout),
+            false => mmsg::wait_readable_any(&[self.sock.fd(), self.group_wait.fd()], timeout),
+        }
+    }
+
+    /// One receive on socket `fd` into `batch`; how many datagrams it kept.
+    fn recv_from(&mut self, fd: RawFd, batch: &mut RxBatch) -> io::Result<usize> {
         self.stats.rx_syscalls += 1;
         let slot = self.slot;
         let base = batch.next_offset();
-        let got = mmsg::recv_batch(self.sock.fd(), batch.area(slot * self.nslots), slot, &mut self.metas)?;
+        let got = mmsg::recv_batch(fd, batch.area(slot * self.nslots), slot, &mut self.metas)?;
         batch.commit(got * slot);
         let mut kept = 0;
         let mut moved = 0;
@@ -447,18 +521,6 @@ impl Link for UdpLink {
         }
         self.stats.rx_max_batch = self.stats.rx_max_batch.max(moved as u64);
         Ok(kept)
-    }
-
-    fn stats(&self) -> LinkStats {
-        self.stats
-    }
-
-    fn set_frame_sink(&mut self, sink: Option<FrameSink>) {
-        self.sink = sink;
-    }
-
-    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
-        crate::sys::fd::dup(self.sock.fd()).ok()
     }
 }
 

@@ -285,6 +285,20 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     Ok(n > 0)
 }
 
+/// Whether any of `fds` is readable within `timeout`.
+pub fn wait_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+    let mut pfds: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: `pfds` holds `pfds.len()` valid pollfds.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+    }
+    Ok(n > 0)
+}
+
 /// `setsockopt` with an integer value.
 pub fn set_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: `value` is a valid c_int and we pass its size.

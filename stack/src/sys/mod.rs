@@ -1,6 +1,7 @@
 //! The only place with `unsafe`: thin wrappers over the Linux calls the links
 //! need, and raw access to memory the application registers (`region`).
 
+pub mod epoll;
 pub mod fd;
 pub mod iface;
 pub mod mmsg;

@@ -3,7 +3,7 @@
 
 use super::mmsg::{self, set_int};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// `IPV6_AUTOFLOWLABEL` (Linux 4.10).
@@ -103,5 +103,84 @@ impl UdpSocket {
 
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// Multicast datagrams leave from `local` (its interface, `ifindex` for
+    /// IPv6) with TTL 64, and come back to this host's members (loop on).
+    pub fn set_multicast_source(&self, local: IpAddr, ifindex: u32) -> io::Result<()> {
+        let s = self.fd.as_raw_fd();
+        match local {
+            IpAddr::V4(v4) => {
+                let addr = libc::in_addr { s_addr: u32::from_ne_bytes(v4.octets()) };
+                set_opt(s, libc::IPPROTO_IP, libc::IP_MULTICAST_IF, &addr)?;
+                set_int(s, libc::IPPROTO_IP, libc::IP_MULTICAST_TTL, 64)?;
+                set_int(s, libc::IPPROTO_IP, libc::IP_MULTICAST_LOOP, 1)
+            }
+            IpAddr::V6(_) => {
+                set_int(s, libc::IPPROTO_IPV6, libc::IPV6_MULTICAST_IF, ifindex as i32)?;
+                set_int(s, libc::IPPROTO_IPV6, libc::IPV6_MULTICAST_HOPS, 64)?;
+                set_int(s, libc::IPPROTO_IPV6, libc::IPV6_MULTICAST_LOOP, 1)
+            }
+        }
+    }
+
+    /// A socket that receives the datagrams sent to multicast `group` on
+    /// `port`, joined on the interface of `local` (`ifindex` for IPv6).
+    /// Shared with every other such socket on the host (SO_REUSEPORT): each
+    /// gets its own copy, as each member host would on a network.
+    pub fn bind_group(group: IpAddr, port: u16, local: IpAddr, ifindex: u32) -> io::Result<UdpSocket> {
+        let addr = SocketAddr::new(group, port);
+        let family = if group.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+        // SAFETY: socket(2) with constant arguments; the result is checked below.
+        let raw = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, libc::IPPROTO_UDP) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let s = fd.as_raw_fd();
+        set_int(s, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        set_int(s, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+        match (group, local) {
+            (IpAddr::V4(g), IpAddr::V4(l)) => {
+                set_int(s, libc::IPPROTO_IP, libc::IP_PKTINFO, 1)?;
+                let mreq = libc::ip_mreqn {
+                    imr_multiaddr: libc::in_addr { s_addr: u32::from_ne_bytes(g.octets()) },
+                    imr_address: libc::in_addr { s_addr: u32::from_ne_bytes(l.octets()) },
+                    imr_ifindex: 0,
+                };
+                set_opt(s, libc::IPPROTO_IP, libc::IP_ADD_MEMBERSHIP, &mreq)?;
+            }
+            (IpAddr::V6(g), IpAddr::V6(_)) => {
+                set_int(s, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
+                set_int(s, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1)?;
+                set_int(s, libc::SOL_UDP, libc::UDP_NO_CHECK6_RX, 1)?;
+                let mreq = libc::ipv6_mreq {
+                    ipv6mr_multiaddr: libc::in6_addr { s6_addr: g.octets() },
+                    ipv6mr_interface: ifindex,
+                };
+                set_opt(s, libc::IPPROTO_IPV6, libc::IPV6_ADD_MEMBERSHIP, &mreq)?;
+            }
+            _ => return Err(io::Error::new(io::ErrorKind::InvalidInput, "a group of another family than the link")),
+        }
+        let (sa, len) = mmsg::sockaddr_of(&addr);
+        // SAFETY: `sa` holds a valid socket address of length `len`.
+        let rc = unsafe { libc::bind(s, (&sa as *const libc::sockaddr_storage).cast(), len) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(UdpSocket { fd })
+    }
+}
+
+/// `setsockopt` with a struct value.
+fn set_opt<T>(fd: RawFd, level: i32, name: i32, value: &T) -> io::Result<()> {
+    // SAFETY: `value` is a valid T and we pass its size.
+    let rc =
+        unsafe { libc::setsockopt(fd, level, name, (value as *const T).cast(), size_of::<T>() as libc::socklen_t) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
     }
 }

@@ -21,6 +21,7 @@
 //! wake-up of the owner and a second thread's scheduling on every post (the
 //! measurement is in docs/ARCHITECTURE.md).
 
+mod mcast;
 mod open;
 mod progress;
 mod published;
@@ -92,6 +93,8 @@ pub(crate) struct Driver {
     /// The link's descriptor and the doorbell: what a blocking progress
     /// thread sleeps on.
     link_fd: Option<OwnedFd>,
+    /// The link's multicast groups' descriptor, woken for as the link's.
+    mcast_fd: Option<OwnedFd>,
     doorbell: EventFd,
     stop: AtomicBool,
     /// When (`now()`, ns) an application thread last ran a round on a
@@ -122,6 +125,7 @@ impl Driver {
             .map_err(|e| Error::Os { verb: "ibv_open_device", err: e.into() })?;
         Ok(Driver {
             link_fd: link.wait_fd(),
+            mcast_fd: link.multicast_wait_fd(),
             core: Mutex::new(Core {
                 engine,
                 link,

@@ -177,10 +177,15 @@ impl Driver {
         let Some(link_fd) = &self.link_fd else { return };
         // Round up: waking early only costs a loop; waking late delays a timer.
         let ms = timeout.as_micros().div_ceil(1000).min(u128::from(u16::MAX)) as u16;
-        let mut fds =
-            [PollFd::new(link_fd.as_fd(), PollFlags::POLLIN), PollFd::new(self.doorbell.as_fd(), PollFlags::POLLIN)];
+        // The link's multicast groups too (a link without: its own descriptor twice).
+        let mcast = self.mcast_fd.as_ref().unwrap_or(link_fd);
+        let mut fds = [
+            PollFd::new(self.doorbell.as_fd(), PollFlags::POLLIN),
+            PollFd::new(link_fd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(mcast.as_fd(), PollFlags::POLLIN),
+        ];
         let _ = poll(&mut fds, PollTimeout::from(ms));
-        if fds[1].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
+        if fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
             let _ = self.doorbell.read();
         }
     }
