@@ -183,6 +183,60 @@ fn udaddy_resolves_ud_services_over_rdma_cm_and_exchanges_datagrams() {
     }
 }
 
+/// Debian's mckey as three processes: two receivers join an IPv4 group
+/// (their UD QPs attached by rdma_join_multicast, as librdmacm does), then
+/// a sender sends 20 datagrams to it; each receiver gets every one (mckey
+/// waits for all of them) and all three end well.
+#[test]
+fn mckey_delivers_every_datagram_to_both_receivers() {
+    if !have("mckey") {
+        return;
+    }
+    let net = TestNet::new();
+    let dir = install_dir();
+    let o = net.ip(1).octets();
+    let group = std::net::Ipv4Addr::new(239, o[1], o[2], o[3]);
+    let mckey = |host: u8, sender: bool| {
+        let mut cmd = Command::new("timeout");
+        cmd.args(["60", "mckey", "-m", &group.to_string(), "-b", &net.ip(host).to_string(), "-C", "20", "-S", "512"]);
+        if sender {
+            cmd.arg("-s");
+        }
+        cmd.env("LD_LIBRARY_PATH", dir.path()).env("UROCE_DEVICES", net.udp(host));
+        cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        cmd.spawn().expect("start mckey")
+    };
+    let receivers = [mckey(1, false), mckey(2, false)];
+    // Both joined: each holds a socket on the group's address and port 4791.
+    for _ in 0..400 {
+        if group_sockets(group) >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert_eq!(group_sockets(group), 2, "both receivers joined {group}");
+    let sender = mckey(3, true).wait_with_output().unwrap();
+    let text = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+    };
+    assert!(sender.status.success(), "sender: {}", text(&sender));
+    for r in receivers {
+        let out = r.wait_with_output().unwrap();
+        let t = text(&out);
+        assert!(
+            out.status.success() && t.contains("receiving data transfers") && t.contains("data transfers complete"),
+            "receiver: {t}"
+        );
+    }
+}
+
+/// Sockets bound to `group`:4791 on this host (/proc/net/udp).
+fn group_sockets(group: std::net::Ipv4Addr) -> usize {
+    let want = format!("{:08X}:12B7", u32::from_le_bytes(group.octets()));
+    std::fs::read_to_string("/proc/net/udp")
+        .map_or(0, |t| t.lines().filter(|l| l.split_whitespace().nth(1) == Some(want.as_str())).count())
+}
+
 /// The eight perftest tests over RC between two processes, `extra` flags
 /// added: both end well and the client prints its result line (a READ or
 /// atomic test's server, whose memory is only the target, prints none).

@@ -51,6 +51,9 @@ pub struct UroceCmId {
     /// The CQs and channels `rdma_create_qp` made for the ID (none given),
     /// which `rdma_destroy_qp` destroys.
     made: Mutex<Vec<Made>>,
+    /// Multicast groups joined, with the `context` each join gave (what
+    /// MULTICAST_JOIN hands back in `param.ud.private_data`).
+    pub joins: Mutex<Vec<(std::net::IpAddr, usize)>>,
 }
 
 /// An object the library made for an ID.
@@ -146,7 +149,8 @@ impl UroceCmId {
         channel.users.fetch_add(1, Ordering::AcqRel);
         let (channel, ep, made) = (Mutex::new(channel), Mutex::new(None), Mutex::new(Vec::new()));
         let sync = AtomicBool::new(sync);
-        let raw = CM_IDS.adopt(Box::new(UroceCmId { id: UnsafeCell::new(id), inner, channel, sync, ep, made }));
+        let joins = Mutex::new(Vec::new());
+        let raw = CM_IDS.adopt(Box::new(UroceCmId { id: UnsafeCell::new(id), inner, channel, sync, ep, made, joins }));
         // SAFETY: just adopted, alive.
         unsafe { &*raw }.refresh();
         raw.cast()
@@ -311,8 +315,9 @@ pub extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
 }
 symver!(rdma_destroy_id, "RDMACM_1.0");
 
-/// The socket address C passed; `None` for NULL, EINVAL for another family.
-fn addr_arg(sa: *const libc::sockaddr, verb: &str) -> Result<Option<SocketAddr>, c_int> {
+/// The socket address C passed, any address; `None` for NULL,
+/// EAFNOSUPPORT for another family.
+pub fn any_addr_arg(sa: *const libc::sockaddr, verb: &str) -> Result<Option<SocketAddr>, c_int> {
     if sa.is_null() {
         return Ok(None);
     }
@@ -321,6 +326,14 @@ fn addr_arg(sa: *const libc::sockaddr, verb: &str) -> Result<Option<SocketAddr>,
         explain(verb, "only AF_INET and AF_INET6 addresses are served");
         libc::EAFNOSUPPORT
     })?;
+    Ok(Some(addr))
+}
+
+/// The socket address C passed, the wildcard or a device's; `None` for
+/// NULL, EAFNOSUPPORT for another family, EADDRNOTAVAIL for an address
+/// no device has.
+fn addr_arg(sa: *const libc::sockaddr, verb: &str) -> Result<Option<SocketAddr>, c_int> {
+    let Some(addr) = any_addr_arg(sa, verb)? else { return Ok(None) };
     if !addr.ip().is_unspecified() && !is_device_ip(addr.ip()) {
         explain(verb, &format!("{} is no uroce device's address: add udp:{} to UROCE_DEVICES", addr.ip(), addr.ip()));
         return Err(libc::EADDRNOTAVAIL);

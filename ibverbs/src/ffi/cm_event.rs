@@ -56,16 +56,23 @@ fn c_event_of(e: CmEvent) -> Option<*mut RdmaCmEvent> {
     // SAFETY: id is a live C ID (adopted or found above); only the library writes its qp_type.
     let ud_id = unsafe { (*id).qp_type } == IBV_QPT_UD;
     // librdmacm's choice of view: REJECTED and DISCONNECTED are conn's even on UD IDs.
-    let param = if ud_id && !matches!(e.event, CmEventType::Rejected | CmEventType::Disconnected) {
+    let joined = e.event == CmEventType::MulticastJoin;
+    let param = if joined || (ud_id && !matches!(e.event, CmEventType::Rejected | CmEventType::Disconnected)) {
         // SAFETY: all-zero is a valid ibv_ah_attr.
         let zero: IbvAhAttr = unsafe { core::mem::zeroed() };
-        let ah_attr = match e.event {
-            CmEventType::Established => e.id.address_vector().map_or(zero, |av| c_ah_attr(&av)),
+        let ah_attr = match (e.event, e.group) {
+            (CmEventType::Established, _) => e.id.address_vector().map_or(zero, |av| c_ah_attr(&av)),
+            (CmEventType::MulticastJoin, Some(g)) => e.id.multicast_address_vector(g).map_or(zero, |av| c_ah_attr(&av)),
             _ => zero,
         };
+        // librdmacm: a join's event carries the context the join gave.
+        let context = match (joined, e.group, c_id_of(&e.id)) {
+            (true, Some(g), Some(i)) => super::mcast::join_context(i, g).cast_const(),
+            _ => data_ptr,
+        };
         let ud = RdmaUdParam {
-            private_data: data_ptr,
-            private_data_len: data_len,
+            private_data: context,
+            private_data_len: if joined { 0 } else { data_len },
             ah_attr,
             qp_num: e.param.qp_num,
             qkey: e.param.qkey,

@@ -20,6 +20,7 @@ mod cq;
 mod cq_ex;
 mod device;
 mod handles;
+mod mcast;
 mod memory;
 mod qp;
 mod qp_ex;

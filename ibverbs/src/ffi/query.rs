@@ -41,6 +41,9 @@ pub extern "C" fn ibv_query_device(ctx: *mut IbvContext, attr: *mut IbvDeviceAtt
         out.max_mr = a.max_mr as c_int;
         out.max_pd = a.max_pd as c_int;
         out.max_mw = a.max_mw as c_int;
+        out.max_mcast_grp = a.max_mcast_grp as c_int;
+        out.max_mcast_qp_attach = a.max_mcast_qp_attach as c_int;
+        out.max_total_mcast_qp_attach = a.max_total_mcast_qp_attach as c_int;
         out.max_qp_rd_atom = a.max_qp_rd_atom as c_int;
         // RXE_MAX_RES_RD_ATOM: rxe's, as uroce keeps no device-wide count.
         out.max_res_rd_atom = 0x3f_0000;

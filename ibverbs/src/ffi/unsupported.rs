@@ -54,8 +54,6 @@ macro_rules! does_nothing {
 }
 
 returns_errno! {
-    ibv_attach_mcast @ "IBVERBS_1.1",
-    ibv_detach_mcast @ "IBVERBS_1.1",
     ibv_resize_cq @ "IBVERBS_1.1",
     ibv_resolve_eth_l2_from_gid @ "IBVERBS_1.1",
     ibv_query_ece @ "IBVERBS_1.10",
@@ -194,10 +192,7 @@ symver!(verbs_allow_disassociate_destroy, "IBVERBS_PRIVATE_34");
 returns_minus_one! { libc::EOPNOTSUPP;
     rdma_create_qp_ex @ "RDMACM_1.0",
     rdma_create_srq_ex @ "RDMACM_1.0",
-    rdma_join_multicast @ "RDMACM_1.0",
-    rdma_leave_multicast @ "RDMACM_1.0",
     rdma_notify @ "RDMACM_1.0",
-    rdma_join_multicast_ex @ "RDMACM_1.1",
     rdma_get_remote_ece @ "RDMACM_1.3",
     rdma_reject_ece @ "RDMACM_1.3",
     rdma_set_local_ece @ "RDMACM_1.3",

@@ -156,7 +156,14 @@ impl CmId {
     /// Queues an event with no parameters about this ID.
     pub(crate) fn report(&self, event: CmEventType) {
         if let Some(ch) = self.0.channel() {
-            ch.push(CmEvent { id: self.clone(), listen_id: None, event, status: 0, param: ConnParam::default() });
+            ch.push(CmEvent {
+                id: self.clone(),
+                listen_id: None,
+                event,
+                status: 0,
+                param: ConnParam::default(),
+                group: None,
+            });
         }
     }
 }

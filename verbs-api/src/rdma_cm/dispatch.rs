@@ -59,7 +59,7 @@ pub(crate) fn on_event(driver: &Driver, ev: IbEvent, keep: &mut Keep) {
 
 pub(crate) fn deliver(id: &CmId, listen_id: Option<CmId>, event: CmEventType, status: i32, param: ConnParam) {
     if let Some(ch) = id.0.channel() {
-        ch.push(CmEvent { id: id.clone(), listen_id, event, status, param });
+        ch.push(CmEvent { id: id.clone(), listen_id, event, status, param, group: None });
     }
 }
 

@@ -40,9 +40,10 @@ pub enum CmEventType {
     Disconnected,
     /// The device went away.
     DeviceRemoval,
-    /// A multicast join completed (not used by uroce).
+    /// A multicast join completed: the event's `group` and `param` say
+    /// where to send (QPN 0xFFFFFF, rdma_cm's Q_Key).
     MulticastJoin,
-    /// A multicast join failed (not used by uroce).
+    /// A multicast join failed (not used by uroce: a join fails at once).
     MulticastError,
     /// The address changed (not used by uroce).
     AddrChange,
@@ -155,6 +156,9 @@ pub struct CmEvent {
     pub status: i32,
     /// For CONNECT_REQUEST, ESTABLISHED and REJECTED: what the peer sent.
     pub param: ConnParam,
+    /// For MULTICAST_JOIN: the group (send to it with
+    /// [`CmId::multicast_address_vector`], QPN 0xFFFFFF and `param.qkey`).
+    pub group: Option<std::net::IpAddr>,
 }
 
 impl fmt::Display for CmEvent {

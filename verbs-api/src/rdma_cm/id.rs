@@ -80,6 +80,8 @@ pub(crate) struct IdState {
     pub conn: Option<ConnInfo>,
     /// The passive side's REQ.
     pub req: Option<Box<ReqRepr>>,
+    /// Multicast groups joined, and whether the ID's QP was attached to each.
+    pub groups: Vec<(std::net::IpAddr, bool)>,
 }
 
 pub(crate) struct IdInner {
@@ -112,6 +114,7 @@ impl IdInner {
                 tos: 0,
                 conn: None,
                 req: None,
+                groups: Vec::new(),
             }),
         }
     }
@@ -138,6 +141,7 @@ impl Drop for IdInner {
         registry::unbind(self.key);
         registry::remove_listener(self.key);
         let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        super::mcast::leave_all(st);
         let key = self.key;
         for ctx in st.listen_devices.drain(..) {
             let _ = ctx.driver().with_cm(|qp1, _| qp1.unregister(key));

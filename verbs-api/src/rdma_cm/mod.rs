@@ -72,6 +72,7 @@ mod conn;
 mod dispatch;
 mod event;
 mod id;
+mod mcast;
 mod qp1;
 mod qp_attr;
 mod registry;
