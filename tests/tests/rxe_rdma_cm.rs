@@ -1,8 +1,11 @@
 //! rdma_cm against the kernel's rxe (tests/rxe-lab/interop-rdma-cm): rdmacm-utils'
 //! rping and perftest's ib_send_bw -R / ib_write_bw -R in a QEMU guest against
-//! `uroce rping` and `uroce perf -R`, both directions, over uroce's packet and
-//! udp links; every capture passes `uroce dump --check` and tshark decodes
-//! its CM MADs (ConnectRequest, ConnectReply, ReadyToUse, ...) unflagged.
+//! `uroce rping` and `uroce perf -R`; perftest's UD tests with -R against
+//! `uroce perf -c UD -R`; udaddy and mckey (multicast) against the same
+//! programs over uroce's drop-in; both directions, over uroce's packet and
+//! udp links (mckey: udp); every capture passes `uroce dump --check` and
+//! tshark decodes its CM MADs (ConnectRequest, ..., ServiceIDResReq,
+//! ServiceIDResReqResp) unflagged.
 //!
 //! Root, QEMU and the lab's guest are needed; it runs only when asked:
 //!

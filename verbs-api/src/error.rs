@@ -103,6 +103,7 @@ impl Error {
             Error::Device(_) => Errno::ENODEV,
             Error::NoSuchGid { .. } | Error::GidNotSendable { .. } | Error::InvalidValue { .. } => Errno::EINVAL,
             Error::Timeout { .. } => Errno::ETIMEDOUT,
+            Error::Os { err, .. } if err.kind() == std::io::ErrorKind::Unsupported => Errno::EOPNOTSUPP,
             Error::Os { err, .. } => return err.raw_os_error().unwrap_or(Errno::EIO as i32),
             Error::Cm { errno, .. } => return *errno,
         };
