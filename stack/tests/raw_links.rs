@@ -383,3 +383,46 @@ fn link_local_gids_resolve_while_the_kernel_still_checks_for_duplicates() {
     assert!(link_local_tentative(&ns, 0, "ndbr") && link_local_tentative(&ns, 1, "vb"), "DAD ended too early");
     assert!(a.stats().nd_adverts_sent >= 1, "{:?}", a.stats());
 }
+
+/// Multicast on the packet link: b joins an IPv4 and an IPv6 group (its
+/// IGMP and MLD reports go out on the wire), a sends to each and b gets
+/// every datagram; once b left, it gets none.
+#[test]
+fn packet_link_multicast_ipv4_and_ipv6() {
+    if skip_unless_root_with_ip("packet_link_multicast_ipv4_and_ipv6") {
+        return;
+    }
+    let ns = two_namespaces("pm");
+    let mut a = {
+        let _in = ns.enter(0);
+        PacketLink::open(&spec("packet:va,ip=198.18.0.1,ip=fd00::1,mac=02:00:00:00:00:01")).unwrap()
+    };
+    let (mut b, mut live) = {
+        let _in = ns.enter(1);
+        let live = LiveCapture::open("vb").unwrap();
+        (PacketLink::open(&spec("packet:vb,ip=198.18.0.2,ip=fd00::2,mac=02:00:00:00:00:02")).unwrap(), live)
+    };
+    let (g4, g6): (IpAddr, IpAddr) = ("239.198.18.7".parse().unwrap(), "ff0e::198:7".parse().unwrap());
+    b.join_multicast(g4).unwrap();
+    b.join_multicast(g6).unwrap();
+    let v4 = one_way(&mut a, &mut b, "239.198.18.7", 8, 0xff_ffff);
+    assert!(v4.iter().all(|i| *i == Integrity::Icrc));
+    one_way(&mut a, &mut b, "ff0e::198:7", 4, 0xff_ffff);
+    // The reports b sent: IGMP (IPv4 protocol 2) and MLDv2 (behind a hop-by-hop header).
+    let mut frames = Vec::new();
+    for _ in 0..1000 {
+        let Some((_, f)) = live.next_frame(Duration::from_millis(100)).unwrap() else { break };
+        frames.push(f.to_vec());
+    }
+    let igmp = frames.iter().filter(|f| f.len() > 34 && f[12..14] == [8, 0] && f[23] == 2).count();
+    let mld = frames.iter().filter(|f| f.len() > 62 && f[12..14] == [0x86, 0xdd] && f[20] == 0 && f[62] == 143).count();
+    assert!(igmp >= 2 && mld >= 2, "b's reports on the wire: {igmp} IGMP, {mld} MLD");
+    b.leave_multicast(g4).unwrap();
+    a.send(&tx(g4, &[roce_packet(0xff_ffff, 99, &[7; 64])])).unwrap();
+    let mut late = 0;
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        recv_each(&mut b, Duration::from_millis(10), |_| late += 1).unwrap();
+    }
+    assert_eq!(late, 0, "b left the group");
+}

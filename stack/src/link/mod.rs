@@ -28,6 +28,7 @@ pub mod capture;
 mod error;
 pub mod gid;
 pub mod impair;
+pub mod membership;
 pub mod neighbour;
 pub mod netns;
 mod open;
@@ -191,7 +192,7 @@ pub trait Link: Send {
     /// (joining it on the link's interface); again: nothing changes.
     fn join_multicast(&mut self, group: IpAddr) -> io::Result<()> {
         let _ = group;
-        Err(io::Error::new(io::ErrorKind::Unsupported, "this link type has no multicast yet (the udp link has)"))
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this link has no multicast"))
     }
 
     /// Stops receiving `group`'s datagrams.

@@ -4,6 +4,7 @@
 //! link's own addresses, and the neighbour cache.
 
 use super::gid::{Gid, GidTable};
+use super::membership;
 use super::neighbour::{self, Ndisc, NeighbourCache, NeighbourConfig, Resolution};
 use super::{wire_addr, Direction, FrameSink, Integrity, LinkInfo, LinkStats, RxBatch, TxDatagram};
 use crate::frame::{
@@ -83,6 +84,9 @@ pub(crate) struct RawLink<I: FrameIo> {
     sink: Option<FrameSink>,
     probes: Vec<IpAddr>,
     _guards: Vec<UdpSocket>,
+    /// Multicast groups joined: their datagrams are taken in, and reported
+    /// (IGMP, MLD) on join and to a querier.
+    groups: Vec<IpAddr>,
 }
 
 impl<I: FrameIo> RawLink<I> {
@@ -125,6 +129,7 @@ impl<I: FrameIo> RawLink<I> {
             sink: None,
             probes: Vec::new(),
             _guards: cfg.guards,
+            groups: Vec::new(),
         }
     }
 
@@ -205,7 +210,7 @@ impl<I: FrameIo> RawLink<I> {
         let ip = match peer {
             IpAddr::V4(p) => {
                 let (src, prefix) = self.ipv4?;
-                if prefix > 0 && prefix <= 32 {
+                if prefix > 0 && prefix <= 32 && !p.is_multicast() {
                     let mask = u32::MAX << (32 - u32::from(prefix));
                     if u32::from(src) & mask != u32::from(p) & mask {
                         return None; // off-link: no router support
@@ -297,7 +302,12 @@ impl<I: FrameIo> RawLink<I> {
                     continue;
                 };
                 let len = repr.buffer_len(d.roce.len());
-                match self.neigh.resolve(peer, now) {
+                // A group's frames go to its Ethernet multicast address: no neighbour to resolve.
+                let resolution = match peer.is_multicast() {
+                    true => Resolution::Known { mac: membership::multicast_mac(peer), probe: false },
+                    false => self.neigh.resolve(peer, now),
+                };
+                match resolution {
                     Resolution::Known { mac, probe } => {
                         if probe {
                             self.push_probe(peer);
@@ -441,6 +451,9 @@ impl<I: FrameIo> RawLink<I> {
         if let Some(s) = self.sink.as_mut() {
             s(Direction::Rx, frame);
         }
+        if !to_us && membership::is_query(frame) {
+            self.report_groups();
+        }
         match eth.ethertype() {
             EthernetProtocol::Arp => {
                 if let Some(arp) = neighbour::parse_arp(frame) {
@@ -470,7 +483,8 @@ impl<I: FrameIo> RawLink<I> {
             }
         };
         let dst = p.repr.ip.dst();
-        if !to_us || !self.is_ours(dst) {
+        let to_group = !to_us && self.groups.contains(&dst);
+        if !to_group && (!to_us || !self.is_ours(dst)) {
             self.stats.rx_other += 1;
             return false;
         }
@@ -493,6 +507,52 @@ impl<I: FrameIo> RawLink<I> {
         let (peer, src_port) = (p.repr.ip.src(), p.repr.udp.src_port);
         batch.keep_at(peer, src_port, dst, roce, Integrity::Icrc);
         true
+    }
+
+    /// Takes in `group`'s datagrams from now on and says so on the link
+    /// (twice, as IGMP and MLD do, a report being easily lost).
+    pub(crate) fn join_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        let group = wire_addr(group);
+        if !group.is_multicast() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{group} is not a multicast address")));
+        }
+        if !self.groups.contains(&group) {
+            self.groups.push(group);
+            for _ in 0..2 {
+                self.push_membership(group, true);
+            }
+        }
+        self.flush_ctl().map(drop)
+    }
+
+    /// Stops taking in `group`'s datagrams and says so (a leave).
+    pub(crate) fn leave_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        let group = wire_addr(group);
+        if let Some(i) = self.groups.iter().position(|g| *g == group) {
+            self.groups.remove(i);
+            self.push_membership(group, false);
+        }
+        self.flush_ctl().map(drop)
+    }
+
+    /// A querier asked: every group joined is reported again.
+    fn report_groups(&mut self) {
+        for group in self.groups.clone() {
+            self.push_membership(group, true);
+        }
+    }
+
+    /// Queues the report (or leave) of `group` from this link's address of its family.
+    fn push_membership(&mut self, group: IpAddr, join: bool) {
+        let mut b = self.buffer();
+        match group {
+            IpAddr::V4(g) => {
+                let Some((src, _)) = self.ipv4 else { return };
+                membership::igmp(&mut b, self.mac, src, g, join);
+            }
+            IpAddr::V6(g) => membership::mld(&mut b, self.mac, self.ipv6[0], g, join),
+        }
+        self.ctl.push(Ctl { frame: b, roce: false });
     }
 
     /// What the link is (also returned by [`super::open`]).
@@ -572,6 +632,12 @@ macro_rules! raw_link_impl {
             }
             fn next_due(&self) -> Option<std::time::Instant> {
                 self.0.next_due()
+            }
+            fn join_multicast(&mut self, group: std::net::IpAddr) -> std::io::Result<()> {
+                self.0.join_multicast(group)
+            }
+            fn leave_multicast(&mut self, group: std::net::IpAddr) -> std::io::Result<()> {
+                self.0.leave_multicast(group)
             }
         }
     };
