@@ -188,3 +188,95 @@
 //! a.post_send(&SendWr::new(4, write, vec![src.sge(0, 16)])).unwrap();
 //! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::RemAccessErr);
 //! ```
+//!
+//! # UD over rdma_cm: resolving a service with SIDR
+//!
+//! A UD ID (`PortSpace::Udp`) connects by asking the server's port for the
+//! QP number and Q_Key of its service; ESTABLISHED says them, and the route
+//! says where to send.
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use std::time::Duration;
+//! use uroce_verbs::rdma_cm::*;
+//! use uroce_verbs::*;
+//! let t = Duration::from_secs(10);
+//!
+//! let net = TestNet::new();
+//! let server_at = SocketAddr::from((net.ip(1), 7500));
+//! let server_ch = EventChannel::new().unwrap();
+//! let listener = server_ch.create_id(PortSpace::Udp).unwrap();
+//! listener.bind_addr(server_at).unwrap();
+//! listener.listen(1).unwrap();
+//!
+//! let client_ch = EventChannel::new().unwrap();
+//! let client = client_ch.create_id(PortSpace::Udp).unwrap();
+//! client.resolve_addr(Some(SocketAddr::from((net.ip(2), 0))), server_at, t).unwrap();
+//! assert_eq!(client_ch.get_cm_event(t).unwrap().event, CmEventType::AddrResolved);
+//! client.resolve_route(t).unwrap();
+//! assert_eq!(client_ch.get_cm_event(t).unwrap().event, CmEventType::RouteResolved);
+//! let ctx = client.context().unwrap();
+//! let (pd, cq) = (ctx.alloc_pd(), ctx.create_cq(16, None).unwrap());
+//! let qp = client.create_qp(&pd, &QpInit::ud(&cq, &cq)).unwrap(); // ready to send at once
+//! client.connect(&ConnParam::default()).unwrap();
+//!
+//! // The server answers with its own UD QP.
+//! let req = server_ch.get_cm_event(t).unwrap();
+//! assert_eq!(req.event, CmEventType::ConnectRequest);
+//! let sctx = req.id.context().unwrap();
+//! let (spd, scq) = (sctx.alloc_pd(), sctx.create_cq(16, None).unwrap());
+//! let sqp = req.id.create_qp(&spd, &QpInit::ud(&scq, &scq)).unwrap();
+//! let rx = spd.reg_mr(GRH_LEN + 64, AccessFlags::LOCAL_WRITE).unwrap();
+//! sqp.post_recv(&RecvWr { wr_id: 1, sg_list: vec![rx.sge(0, (GRH_LEN + 64) as u32)] }).unwrap();
+//! req.id.accept(None).unwrap();
+//!
+//! let est = client_ch.get_cm_event(t).unwrap();
+//! assert_eq!(est.event, CmEventType::Established);
+//! assert_eq!((est.param.qp_num, est.param.qkey), (sqp.qp_num(), RDMA_UDP_QKEY));
+//! let tx = pd.reg_mr_with(b"resolved".to_vec(), AccessFlags::LOCAL_WRITE).unwrap();
+//! let mut wr = SendWr::new(2, WrOp::Send, vec![tx.sge(0, 8)]);
+//! let to = pd.create_ah(client.address_vector().unwrap().dgid);
+//! wr.ud = Some(to.dest(est.param.qp_num, est.param.qkey));
+//! qp.post_send(&wr).unwrap();
+//! assert_eq!(scq.wait_one(t).unwrap().byte_len as usize, GRH_LEN + 8);
+//! ```
+//!
+//! # Multicast: one datagram, every attached QP
+//!
+//! UD QPs attach to a multicast GID (an IPv4 group is its IPv4-mapped
+//! GID); a datagram sent to that GID with QPN [`MULTICAST_QPN`](crate::MULTICAST_QPN)
+//! reaches each of them, on every device that joined.
+//!
+//! ```
+//! use std::time::Duration;
+//! use uroce_verbs::*;
+//! let t = Duration::from_secs(10);
+//!
+//! let net = TestNet::new();
+//! let o = net.ip(1).octets();
+//! let group = Gid::from_ipv4([239, o[1], o[2], o[3]]);
+//! let mut members = Vec::new();
+//! for host in [1, 2] {
+//!     let ctx = Device::open(&net.udp(host)).unwrap();
+//!     let (pd, cq) = (ctx.alloc_pd(), ctx.create_cq(16, None).unwrap());
+//!     let qp = pd.create_qp(&QpInit::ud(&cq, &cq)).unwrap();
+//!     let mut c = ConnectAttr::new(0, 0, Gid::default());
+//!     c.qkey = 0x2222_2222;
+//!     qp.connect(&c).unwrap();
+//!     let rx = pd.reg_mr(GRH_LEN + 64, AccessFlags::LOCAL_WRITE).unwrap();
+//!     qp.post_recv(&RecvWr { wr_id: 1, sg_list: vec![rx.sge(0, (GRH_LEN + 64) as u32)] }).unwrap();
+//!     qp.attach_mcast(group).unwrap();
+//!     members.push((ctx, pd, cq, qp, rx));
+//! }
+//! // The first member sends to the group; both get the datagram.
+//! let (_, pd, cq, qp, _) = &members[0];
+//! let tx = pd.reg_mr_with(b"to all".to_vec(), AccessFlags::LOCAL_WRITE).unwrap();
+//! let mut wr = SendWr::new(7, WrOp::Send, vec![tx.sge(0, 6)]);
+//! wr.ud = Some(pd.create_ah(group).dest(MULTICAST_QPN, 0x2222_2222));
+//! qp.post_send(&wr).unwrap();
+//! assert_eq!(cq.wait_one(t).unwrap().opcode, WcOpcode::Send);
+//! for (_, _, cq, _, rx) in &members {
+//!     assert_eq!(cq.wait_one(t).unwrap().byte_len as usize, GRH_LEN + 6);
+//!     assert_eq!(&rx.to_vec()[GRH_LEN..GRH_LEN + 6], b"to all");
+//! }
+//! ```
