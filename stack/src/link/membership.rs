@@ -6,10 +6,9 @@
 //! datagrams to this port. Both carry the Router Alert option, as the RFCs
 //! ask and Linux's snooping requires of MLD.
 
-use super::neighbour::multicast_mac as ipv6_multicast_mac;
+use super::neighbour::{ethernet, multicast_mac as ipv6_multicast_mac};
 use smoltcp::wire::{
-    EthernetAddress, EthernetFrame, EthernetProtocol, IgmpPacket, IgmpRepr, IgmpVersion, IpProtocol, Ipv4Packet,
-    Ipv6Packet,
+    EthernetFrame, EthernetProtocol, IgmpPacket, IgmpRepr, IgmpVersion, IpProtocol, Ipv4Packet, Ipv6Packet,
 };
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -103,15 +102,6 @@ fn icmpv6_checksum(src: Ipv6Addr, dst: Ipv6Addr, msg: &[u8]) -> u16 {
         sum = (sum & 0xffff) + (sum >> 16);
     }
     !(sum as u16)
-}
-
-fn ethernet(buf: &mut Vec<u8>, dst: [u8; 6], src: [u8; 6], proto: EthernetProtocol, payload: usize) {
-    buf.clear();
-    buf.resize(14 + payload, 0);
-    let mut f = EthernetFrame::new_unchecked(&mut buf[..]);
-    f.set_dst_addr(EthernetAddress(dst));
-    f.set_src_addr(EthernetAddress(src));
-    f.set_ethertype(proto);
 }
 
 /// Whether `frame` is a multicast querier's query (IGMP, or MLD): each

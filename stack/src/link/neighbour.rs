@@ -283,7 +283,8 @@ pub fn multicast_mac(ip: Ipv6Addr) -> [u8; 6] {
     [0x33, 0x33, o[12], o[13], o[14], o[15]]
 }
 
-fn ethernet(buf: &mut Vec<u8>, dst: [u8; 6], src: [u8; 6], proto: EthernetProtocol, payload: usize) {
+/// An Ethernet header into `buf`, cleared, with room for `payload` bytes after it.
+pub(crate) fn ethernet(buf: &mut Vec<u8>, dst: [u8; 6], src: [u8; 6], proto: EthernetProtocol, payload: usize) {
     buf.clear();
     buf.resize(14 + payload, 0);
     let mut f = EthernetFrame::new_unchecked(&mut buf[..]);

@@ -112,7 +112,7 @@ impl UdpSocket {
         match local {
             IpAddr::V4(v4) => {
                 let addr = libc::in_addr { s_addr: u32::from_ne_bytes(v4.octets()) };
-                set_opt(s, libc::IPPROTO_IP, libc::IP_MULTICAST_IF, &addr)?;
+                mmsg::set_raw(s, libc::IPPROTO_IP, libc::IP_MULTICAST_IF, &addr)?;
                 set_int(s, libc::IPPROTO_IP, libc::IP_MULTICAST_TTL, 64)?;
                 set_int(s, libc::IPPROTO_IP, libc::IP_MULTICAST_LOOP, 1)
             }
@@ -149,7 +149,7 @@ impl UdpSocket {
                     imr_address: libc::in_addr { s_addr: u32::from_ne_bytes(l.octets()) },
                     imr_ifindex: 0,
                 };
-                set_opt(s, libc::IPPROTO_IP, libc::IP_ADD_MEMBERSHIP, &mreq)?;
+                mmsg::set_raw(s, libc::IPPROTO_IP, libc::IP_ADD_MEMBERSHIP, &mreq)?;
             }
             (IpAddr::V6(g), IpAddr::V6(_)) => {
                 set_int(s, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
@@ -159,7 +159,7 @@ impl UdpSocket {
                     ipv6mr_multiaddr: libc::in6_addr { s6_addr: g.octets() },
                     ipv6mr_interface: ifindex,
                 };
-                set_opt(s, libc::IPPROTO_IPV6, libc::IPV6_ADD_MEMBERSHIP, &mreq)?;
+                mmsg::set_raw(s, libc::IPPROTO_IPV6, libc::IPV6_ADD_MEMBERSHIP, &mreq)?;
             }
             _ => return Err(io::Error::new(io::ErrorKind::InvalidInput, "a group of another family than the link")),
         }
@@ -170,17 +170,5 @@ impl UdpSocket {
             return Err(io::Error::last_os_error());
         }
         Ok(UdpSocket { fd })
-    }
-}
-
-/// `setsockopt` with a struct value.
-fn set_opt<T>(fd: RawFd, level: i32, name: i32, value: &T) -> io::Result<()> {
-    // SAFETY: `value` is a valid T and we pass its size.
-    let rc =
-        unsafe { libc::setsockopt(fd, level, name, (value as *const T).cast(), size_of::<T>() as libc::socklen_t) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
     }
 }
