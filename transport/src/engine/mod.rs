@@ -300,6 +300,47 @@ fn from_peer(qp: &Qp, meta: &RxMeta, gid_table: &[Option<Gid>]) -> bool {
     meta.src_gid == qp.attr.ah_attr.dgid && own_gid(qp, gid_table) == Some(meta.dst_gid)
 }
 
+/// `data` without its tag if `qp` is in the authenticated mode and the tag
+/// is good; `data` itself for other QPs; `None`, counted, for a bad tag or
+/// a replay. Called only for packets from the QP's peer (the others are
+/// dropped as from a bad source anyway).
+fn authenticated<'a>(qp: &mut Qp, counters: &mut Counters, meta: &RxMeta, data: &'a [u8]) -> Option<&'a [u8]> {
+    let (qp_type, from, to) = (qp.qp_type(), (meta.src_gid, qp.attr.dest_qp_num), (meta.dst_gid, qp.qpn));
+    let Some(auth) = qp.auth.as_mut() else { return Some(data) };
+    match auth.open(data, from, to, qp_type) {
+        Ok(inner) => Some(inner),
+        Err(auth::Refused::BadMac) => {
+            counters.inc(Counter::AuthBadMac);
+            None
+        }
+        Err(auth::Refused::Replay) => {
+            counters.inc(Counter::AuthReplay);
+            None
+        }
+    }
+}
+
+/// The packet and its headers, if they parse, are TVer 0 and carry the
+/// port's P_Key (the membership bit aside: the only table entry is
+/// 0xFFFF); counted otherwise.
+fn parse_checked<'a>(data: &'a [u8], counters: &mut Counters) -> Option<(RocePacket<&'a [u8]>, RoceRepr)> {
+    // `parse` checks the lengths (after it, no accessor of `pkt` panics).
+    let pkt = RocePacket::new_unchecked(data);
+    let Ok(repr) = RoceRepr::parse(&pkt) else {
+        counters.inc(Counter::RcvdMalformed);
+        return None;
+    };
+    if repr.bth.opcode.info().is_none() || repr.bth.tver != 0 {
+        counters.inc(Counter::RcvdMalformed);
+        return None;
+    }
+    if repr.bth.pkey & 0x7fff != 0x7fff {
+        counters.inc(Counter::BadPkey);
+        return None;
+    }
+    Some((pkt, repr))
+}
+
 /// The GID QP `qp` was connected from (its `sgid_index`).
 fn own_gid(qp: &Qp, gid_table: &[Option<Gid>]) -> Option<Gid> {
     gid_table.get(usize::from(qp.attr.ah_attr.sgid_index)).copied().flatten()
@@ -749,25 +790,26 @@ impl Engine {
     /// Takes in one received RoCEv2 UDP payload (BTH .. ICRC). The ICRC was
     /// checked below; malformed or unexpected packets are dropped.
     pub fn handle_packet(&mut self, now: Instant, meta: RxMeta, data: &[u8]) {
-        let Some(data) = self.authenticated(&meta, data) else { return };
-        // `parse` checks the lengths (after it, no accessor of `pkt` panics).
-        let pkt = RocePacket::new_unchecked(data);
+        // The QP is looked up once, from the BTH alone: an authenticated
+        // QP's tag is checked before anything parses the rest.
+        let Ok(bth) = Bth::new_checked(data) else { return self.sh.counters.inc(Counter::RcvdMalformed) };
+        let dest = bth.dest_qp();
+        if dest == MULTICAST_QPN {
+            return self.handle_multicast(&meta, data);
+        }
+        let mut qp = self.qps.get_mut(&dest);
+        let peer = qp.as_deref().is_some_and(|qp| from_peer(qp, &meta, &self.gid_table));
+        let data = match qp.as_deref_mut().filter(|_| peer && self.auth_qps > 0) {
+            Some(q) => match authenticated(q, &mut self.sh.counters, &meta, data) {
+                Some(inner) => inner,
+                None => return,
+            },
+            None => data,
+        };
         let counters = &mut self.sh.counters;
-        let Ok(repr) = RoceRepr::parse(&pkt) else { return counters.inc(Counter::RcvdMalformed) };
+        let Some((pkt, repr)) = parse_checked(data, counters) else { return };
         let op = repr.bth.opcode;
-        // TVer 0 only.
-        if op.info().is_none() || repr.bth.tver != 0 {
-            return counters.inc(Counter::RcvdMalformed);
-        }
-        // The P_Key must match the default one (the membership bit aside),
-        // as the only P_Key table entry is 0xFFFF.
-        if repr.bth.pkey & 0x7fff != 0x7fff {
-            return counters.inc(Counter::BadPkey);
-        }
-        if repr.bth.dest_qp == MULTICAST_QPN {
-            return self.handle_multicast(&meta, &repr, pkt.payload());
-        }
-        let Some(qp) = self.qps.get_mut(&repr.bth.dest_qp) else { return counters.inc(Counter::RcvdUnknownQpn) };
+        let Some(qp) = qp else { return counters.inc(Counter::RcvdUnknownQpn) };
         let matches = matches!(
             (op.transport(), qp.qp_type()),
             (Transport::Rc, QpType::Rc) | (Transport::Uc, QpType::Uc) | (Transport::Ud, QpType::Ud)
@@ -775,7 +817,7 @@ impl Engine {
         if !matches {
             return counters.inc(Counter::RcvdMalformed);
         }
-        if !from_peer(qp, &meta, &self.gid_table) {
+        if !peer {
             return counters.inc(Counter::RcvdBadSrc);
         }
         counters.inc(Counter::RcvdPkts);
@@ -787,13 +829,15 @@ impl Engine {
         }
         // `settle`, with the QP at hand rather than looked up again.
         qp.sync(&mut self.sh);
-        self.settled(repr.bth.dest_qp);
+        self.settled(dest);
     }
 
     /// A datagram to the multicast QPN: a copy for each QP attached to its
     /// destination GID (each checks its Q_Key as for any datagram). None
     /// attached: counted as a datagram for no QP.
-    fn handle_multicast(&mut self, meta: &RxMeta, repr: &RoceRepr, payload: &[u8]) {
+    fn handle_multicast(&mut self, meta: &RxMeta, data: &[u8]) {
+        let Some((pkt, repr)) = parse_checked(data, &mut self.sh.counters) else { return };
+        let (repr, payload) = (&repr, pkt.payload());
         if repr.bth.opcode.transport() != Transport::Ud {
             return self.sh.counters.inc(Counter::RcvdMalformed);
         }
@@ -807,32 +851,6 @@ impl Engine {
             responder::on_request(qp, &mut self.sh, meta, repr, payload);
             qp.sync(&mut self.sh);
             self.settled(qpn);
-        }
-    }
-
-    /// `data` without its tag if its QP is in the authenticated mode and the
-    /// tag is good; `data` itself for other QPs (and for packets the checks
-    /// after this one drop anyway); `None`, counted, for a bad tag or a
-    /// replay.
-    fn authenticated<'a>(&mut self, meta: &RxMeta, data: &'a [u8]) -> Option<&'a [u8]> {
-        if self.auth_qps == 0 {
-            return Some(data);
-        }
-        let Ok(bth) = Bth::new_checked(data) else { return Some(data) };
-        let Some(qp) = self.qps.get_mut(&bth.dest_qp()) else { return Some(data) };
-        let (qp_type, peer) = (qp.qp_type(), from_peer(qp, meta, &self.gid_table));
-        let (from, to) = ((meta.src_gid, qp.attr.dest_qp_num), (meta.dst_gid, qp.qpn));
-        let Some(auth) = qp.auth.as_mut().filter(|_| peer) else { return Some(data) };
-        match auth.open(data, from, to, qp_type) {
-            Ok(inner) => Some(inner),
-            Err(auth::Refused::BadMac) => {
-                self.sh.counters.inc(Counter::AuthBadMac);
-                None
-            }
-            Err(auth::Refused::Replay) => {
-                self.sh.counters.inc(Counter::AuthReplay);
-                None
-            }
         }
     }
 
