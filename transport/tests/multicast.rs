@@ -99,6 +99,8 @@ fn a_datagram_to_a_group_reaches_every_attached_qp_on_both_engines() {
     send_to_group(&mut sim, &a, qkey);
     assert!(!sim.joined[1].contains(&GROUP) && sim.joined[0].contains(&GROUP));
     assert_eq!(b.received(&mut sim.engines[1], src), [0, 0, 0]);
+    // Node 1 took in the two datagrams it was a member for.
+    assert_eq!(sim.engines[1].counters().get(Counter::McastRcvd), 2);
     assert_eq!(a.received(&mut sim.engines[0], src), [0, 2], "the two sends since");
 }
 
@@ -114,6 +116,22 @@ fn attached_qps_check_the_qkey() {
     send_to_group(&mut sim, &a, 0x0bad_0bad);
     assert_eq!(b.received(&mut sim.engines[1], a.qps[0].qpn), [0, 0]);
     assert_eq!(sim.engines[1].counters().get(Counter::QkeyViolation), 2);
+    // A datagram for a group nobody here attached to is dropped and counted.
+    for qp in &b.qps {
+        sim.engines[1].detach_mcast(qp.qpn, GROUP).unwrap();
+    }
+    let mut datagram = vec![0u8; 64];
+    let mut repr = uroce_transport::wire::RoceRepr::new(uroce_transport::wire::BthRepr::new(
+        uroce_transport::wire::Opcode::UdSendOnly,
+        MULTICAST_QPN,
+        uroce_transport::Psn::new(1),
+    ));
+    repr.deth = Some(uroce_transport::wire::DethRepr { qkey: options().qkey, src_qp: 5, reserved: 0 });
+    datagram.resize(repr.buffer_len(0), 0);
+    repr.emit(&mut datagram, &[]);
+    let meta = uroce_transport::engine::RxMeta { src_gid: sim.gids[0], dst_gid: GROUP };
+    sim.engines[1].handle_packet(sim.now, meta, &datagram);
+    assert_eq!(sim.engines[1].counters().get(Counter::McastNoGroup), 1);
 }
 
 /// Over a link that loses a fifth of its packets, the attached QPs of the

@@ -53,6 +53,8 @@ counters! {
     MwLocalOps = "mw_local_ops", "BIND_MW and LOCAL_INV work requests done (memory windows bound, keys invalidated).";
     MwBindRefused = "mw_bind_refused", "BIND_MW work requests refused (completed with MW_BIND_ERR).";
     LocalInvRefused = "local_inv_refused", "LOCAL_INV work requests refused (completed with LOC_QP_OP_ERR).";
+    McastRcvd = "mcast_rcvd_pkts", "Multicast datagrams taken in for a group with attached QPs (each QP's copy also counts in rcvd_pkts).";
+    McastNoGroup = "mcast_no_group", "Dropped: a multicast datagram for a group no QP here is attached to.";
 }
 
 impl Counter {
@@ -90,6 +92,6 @@ mod test {
         assert_eq!(all[0], ("sent_pkts", 0));
         assert_eq!(all[4], ("rcvd_rnr_err", 1));
         assert_eq!(all[Counter::RXE_COUNT - 1].0, "rdma_recvs");
-        assert_eq!(all.len(), Counter::RXE_COUNT + 15);
+        assert_eq!(all.len(), Counter::RXE_COUNT + 17);
     }
 }

@@ -834,7 +834,7 @@ impl Engine {
 
     /// A datagram to the multicast QPN: a copy for each QP attached to its
     /// destination GID (each checks its Q_Key as for any datagram). None
-    /// attached: counted as a datagram for no QP.
+    /// attached: dropped and counted.
     fn handle_multicast(&mut self, meta: &RxMeta, data: &[u8]) {
         let Some((pkt, repr)) = parse_checked(data, &mut self.sh.counters) else { return };
         let (repr, payload) = (&repr, pkt.payload());
@@ -843,8 +843,9 @@ impl Engine {
         }
         let members = self.mcast.members(meta.dst_gid);
         if members.is_empty() {
-            return self.sh.counters.inc(Counter::RcvdUnknownQpn);
+            return self.sh.counters.inc(Counter::McastNoGroup);
         }
+        self.sh.counters.inc(Counter::McastRcvd);
         for qpn in members {
             let Some(qp) = self.qps.get_mut(&qpn) else { continue };
             self.sh.counters.inc(Counter::RcvdPkts);
