@@ -426,3 +426,51 @@ fn packet_link_multicast_ipv4_and_ipv6() {
     }
     assert_eq!(late, 0, "b left the group");
 }
+
+/// The tap link behind a bridge that snoops multicast: its IGMP and MLD
+/// reports make the bridge list it as a member of each group (`bridge mdb`)
+/// and forward the group's datagrams, which a packet link on the other
+/// side sends.
+#[test]
+fn tap_link_multicast_through_a_snooping_bridge() {
+    if skip_unless_root_with_ip("tap_link_multicast_through_a_snooping_bridge") {
+        return;
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        println!("SKIP: tap_link_multicast_through_a_snooping_bridge: no /dev/net/tun (modprobe tun)");
+        return;
+    }
+    let ns = two_namespaces("tm");
+    let tap_name = format!("um{}", std::process::id() % 100_000);
+    let mut t = {
+        let _in = ns.enter(0);
+        TapLink::open(&spec(&format!("tap:{tap_name},ip=198.18.0.1/24,ip=fd00::1/64"))).unwrap()
+    };
+    ns.exec(0, &["ip", "link", "add", "br0", "type", "bridge", "mcast_snooping", "1"]);
+    ns.exec(0, &["ip", "link", "set", &tap_name, "master", "br0"]);
+    ns.exec(0, &["ip", "link", "set", "va", "master", "br0"]);
+    ns.exec(0, &["ip", "link", "set", "br0", "up"]);
+    let mut p = {
+        let _in = ns.enter(1);
+        PacketLink::open(&spec("packet:vb,ip=198.18.0.2,ip=fd00::2,mac=02:00:00:00:00:02")).unwrap()
+    };
+    let (g4, g6): (IpAddr, IpAddr) = ("239.198.18.9".parse().unwrap(), "ff0e::198:9".parse().unwrap());
+    t.join_multicast(g4).unwrap();
+    t.join_multicast(g6).unwrap();
+    // The bridge learnt both memberships on the tap's port.
+    let mut mdb = String::new();
+    for _ in 0..50 {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &ns.names[0], "bridge", "mdb", "show", "dev", "br0"])
+            .output()
+            .unwrap();
+        mdb = String::from_utf8_lossy(&out.stdout).into_owned();
+        if mdb.contains("239.198.18.9") && mdb.contains("ff0e::198:9") {
+            break;
+        }
+        recv_each(&mut t, Duration::from_millis(20), |_| {}).unwrap();
+    }
+    assert!(mdb.contains(&tap_name) && mdb.contains("239.198.18.9") && mdb.contains("ff0e::198:9"), "{mdb}");
+    one_way(&mut p, &mut t, "239.198.18.9", 6, 0xff_ffff);
+    one_way(&mut p, &mut t, "ff0e::198:9", 3, 0xff_ffff);
+}
