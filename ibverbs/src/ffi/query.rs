@@ -62,8 +62,10 @@ pub extern "C" fn ibv_query_device(ctx: *mut IbvContext, attr: *mut IbvDeviceAtt
 symver!(ibv_query_device, "IBVERBS_1.1");
 
 /// Where `struct ibv_device_attr_ex` (rdma-core 44: 400 bytes) keeps
-/// `phys_port_cnt_ex`, its last member.
+/// `phys_port_cnt_ex`, its last member, and `device_cap_flags_ex` (the
+/// 64-bit superset of `device_cap_flags`, as the kernel fills it).
 const PHYS_PORT_CNT_EX_AT: usize = 396;
+const DEVICE_CAP_FLAGS_EX_AT: usize = 280;
 
 /// `verbs_context.query_device_ex`, which the inline `ibv_query_device_ex`
 /// calls (it refuses a nonzero `input->comp_mask` itself): the device's
@@ -85,8 +87,14 @@ pub extern "C" fn query_device_ex(
         unsafe { ptr::write_bytes(attr.cast::<u8>(), 0, attr_size) };
         let r = ibv_query_device(ctx, attr);
         if r == 0 && attr_size >= PHYS_PORT_CNT_EX_AT + 4 {
-            // SAFETY: within the attr_size bytes; a u32 at a 4-byte multiple of an 8-aligned struct.
-            unsafe { attr.cast::<u8>().add(PHYS_PORT_CNT_EX_AT).cast::<u32>().write(1) };
+            // SAFETY: attr was written by ibv_query_device just above.
+            let flags = u64::from(unsafe { (*attr).device_cap_flags });
+            // SAFETY: within the attr_size bytes; a u64 at an 8-byte multiple
+            // and a u32 at a 4-byte multiple of an 8-aligned struct.
+            unsafe {
+                attr.cast::<u8>().add(DEVICE_CAP_FLAGS_EX_AT).cast::<u64>().write(flags);
+                attr.cast::<u8>().add(PHYS_PORT_CNT_EX_AT).cast::<u32>().write(1);
+            }
         }
         r
     })

@@ -55,6 +55,7 @@ static void cq_ex_checks(void)
 	struct ibv_device_attr_ex dev;
 	CHECK(ibv_query_device_ex(ctx, NULL, &dev) == 0);
 	CHECK(dev.orig_attr.max_qp > 0 && dev.phys_port_cnt_ex == 1 && dev.completion_timestamp_mask == 0);
+	CHECK(dev.device_cap_flags_ex == dev.orig_attr.device_cap_flags && (dev.device_cap_flags_ex & IBV_DEVICE_MEM_WINDOW));
 	struct ibv_cq_init_attr_ex ca = { .cqe = 64, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
 	errno = 0;
 	CHECK(!ibv_create_cq_ex(ctx, &ca) && errno == EOPNOTSUPP); /* no clock to stamp with */
