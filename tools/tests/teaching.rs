@@ -34,7 +34,7 @@ fn squeezed(text: &str) -> String {
 #[test]
 fn every_scenario_shows_what_the_page_says() {
     let scenarios = scenarios();
-    assert_eq!(scenarios.len(), 7, "the page's seven scenarios");
+    assert_eq!(scenarios.len(), 8, "the page's eight scenarios");
     let net = TestNet::new();
     for (command, expects) in scenarios {
         let mut args: Vec<&str> = command.split_whitespace().skip(1).collect();

@@ -240,7 +240,8 @@ const EXCERPT_TAIL: usize = 10;
 const EXCERPT_AROUND: usize = 3;
 
 impl Row {
-    /// A loss, a NAK, a resend, a bad ICRC: what a long run's excerpt keeps.
+    /// A loss, a NAK, a resend, a bad ICRC: what a long run's excerpt keeps
+    /// with the rows around it.
     pub fn is_event(&self) -> bool {
         matches!(self.kind, Kind::Nak | Kind::Resend | Kind::BadIcrc)
             || self.notes.iter().any(|n| !n.starts_with("coalesced ACK"))
@@ -260,6 +261,10 @@ fn excerpt(rows: Vec<Row>) -> Vec<Row> {
     for i in (0..n).filter(|&i| rows[i].is_event()) {
         let (lo, hi) = (i.saturating_sub(EXCERPT_AROUND), (i + EXCERPT_AROUND).min(n - 1));
         keep[lo..=hi].iter_mut().for_each(|k| *k = true);
+    }
+    // Every CM message: how connections (and UD services) are set up and torn down.
+    for (k, row) in keep.iter_mut().zip(&rows) {
+        *k |= row.kind == Kind::Cm;
     }
     let mut out = Vec::new();
     let mut skipped: Vec<Row> = Vec::new();
