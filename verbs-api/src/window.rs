@@ -16,6 +16,9 @@ pub struct Mw {
     /// The rkey it was allocated with: its index names it in the engine
     /// whatever key byte later binds gave it.
     handle: u32,
+    /// Set by [`Mw::dealloc`], so that dropping it frees nothing again (the
+    /// index may be another window's by then).
+    freed: bool,
 }
 
 impl Pd {
@@ -28,7 +31,7 @@ impl Pd {
             .engine
             .alloc_mw(self.handle(), kind)
             .map_err(Error::engine("ibv_alloc_mw"))?;
-        Ok(Mw { pd: self.clone(), kind, handle })
+        Ok(Mw { pd: self.clone(), kind, handle, freed: false })
     }
 }
 
@@ -65,15 +68,18 @@ impl Mw {
     }
 
     /// Frees the window now (`ibv_dealloc_mw`); dropping it does the same.
-    pub fn dealloc(self) -> Result<(), Error> {
+    pub fn dealloc(mut self) -> Result<(), Error> {
+        self.freed = true;
         self.pd.context().driver().lock().engine.dealloc_mw(self.handle).map_err(Error::engine("ibv_dealloc_mw"))
     }
 }
 
 impl Drop for Mw {
     fn drop(&mut self) {
-        // Gone already when `dealloc` ran: nothing else can fail here.
-        let _ = self.pd.context().driver().lock().engine.dealloc_mw(self.handle);
+        if !self.freed {
+            // Nothing can fail here but an engine already gone.
+            let _ = self.pd.context().driver().lock().engine.dealloc_mw(self.handle);
+        }
     }
 }
 

@@ -39,7 +39,7 @@ pub extern "C" fn ibv_attach_mcast(qp: *mut IbvQp, gid: *const IbvGid, lid: u16)
     let _ = lid; // RoCE has no LIDs
     guard(libc::EIO, || {
         let (Some(q), Some(g)) = (QPS.get(qp.cast::<UroceQp>()), gid_arg(gid)) else { return libc::EINVAL };
-        q.inner.attach_mcast(g).map_or_else(|e| refused("ibv_attach_mcast")(e), |_| 0)
+        q.inner.attach_mcast(g).map_or_else(refused("ibv_attach_mcast"), |_| 0)
     })
 }
 symver!(ibv_attach_mcast, "IBVERBS_1.1");
@@ -49,7 +49,7 @@ pub extern "C" fn ibv_detach_mcast(qp: *mut IbvQp, gid: *const IbvGid, lid: u16)
     let _ = lid;
     guard(libc::EIO, || {
         let (Some(q), Some(g)) = (QPS.get(qp.cast::<UroceQp>()), gid_arg(gid)) else { return libc::EINVAL };
-        q.inner.detach_mcast(g).map_or_else(|e| refused("ibv_detach_mcast")(e), |_| 0)
+        q.inner.detach_mcast(g).map_or_else(refused("ibv_detach_mcast"), |_| 0)
     })
 }
 symver!(ibv_detach_mcast, "IBVERBS_1.1");

@@ -6,7 +6,7 @@
 //! datagrams to this port. Both carry the Router Alert option, as the RFCs
 //! ask and Linux's snooping requires of MLD.
 
-use super::neighbour::{ethernet, multicast_mac as ipv6_multicast_mac};
+use super::neighbour::{ethernet, ipv6_frame, multicast_mac as ipv6_multicast_mac};
 use smoltcp::wire::{
     EthernetFrame, EthernetProtocol, IgmpPacket, IgmpRepr, IgmpVersion, IpProtocol, Ipv4Packet, Ipv6Packet,
 };
@@ -72,15 +72,8 @@ pub fn mld(buf: &mut Vec<u8>, mac: [u8; 6], src: Ipv6Addr, group: Ipv6Addr, join
     icmp[12..28].copy_from_slice(&group.octets());
     let sum = icmpv6_checksum(src, ALL_MLDV2_ROUTERS, &icmp);
     icmp[2..4].copy_from_slice(&sum.to_be_bytes());
-    let payload = HBH.len() + icmp.len();
-    ethernet(buf, ipv6_multicast_mac(ALL_MLDV2_ROUTERS), mac, EthernetProtocol::Ipv6, 40 + payload);
-    let mut ip = Ipv6Packet::new_unchecked(&mut buf[14..]);
-    ip.set_version(6);
-    ip.set_payload_len(payload as u16);
-    ip.set_next_header(IpProtocol::HopByHop);
-    ip.set_hop_limit(1);
-    ip.set_src_addr(src);
-    ip.set_dst_addr(ALL_MLDV2_ROUTERS);
+    let eth = (ipv6_multicast_mac(ALL_MLDV2_ROUTERS), mac);
+    ipv6_frame(buf, eth, (src, ALL_MLDV2_ROUTERS), (IpProtocol::HopByHop, 1), HBH.len() + icmp.len());
     buf[54..62].copy_from_slice(&HBH);
     buf[62..].copy_from_slice(&icmp);
 }

@@ -321,18 +321,28 @@ pub fn parse_arp(frame: &[u8]) -> Option<ArpRepr> {
 /// A neighbour-discovery message (hop limit 255) from `src` to `dst`.
 pub fn ndisc(buf: &mut Vec<u8>, eth: ([u8; 6], [u8; 6]), src: Ipv6Addr, dst: Ipv6Addr, msg: NdiscRepr<'_>) {
     let icmp = Icmpv6Repr::Ndisc(msg);
-    let len = icmp.buffer_len();
-    ethernet(buf, eth.0, eth.1, EthernetProtocol::Ipv6, 40 + len);
-    let mut ip = Ipv6Packet::new_unchecked(&mut buf[14..]);
-    ip.set_version(6);
-    ip.set_traffic_class(0);
-    ip.set_flow_label(0);
-    ip.set_payload_len(len as u16);
-    ip.set_next_header(IpProtocol::Icmpv6);
-    ip.set_hop_limit(255);
-    ip.set_src_addr(src);
-    ip.set_dst_addr(dst);
+    ipv6_frame(buf, eth, (src, dst), (IpProtocol::Icmpv6, 255), icmp.buffer_len());
     icmp.emit(&src, &dst, &mut Icmpv6Packet::new_unchecked(&mut buf[54..]), &ChecksumCapabilities::default());
+}
+
+/// Ethernet and IPv6 headers into `buf`, cleared, with room for `payload`
+/// bytes after them (from byte 54): `eth` is (destination, source) MAC,
+/// `ip` (source, destination), `next` the next header and hop limit.
+pub(crate) fn ipv6_frame(
+    buf: &mut Vec<u8>,
+    eth: ([u8; 6], [u8; 6]),
+    ip: (Ipv6Addr, Ipv6Addr),
+    next: (IpProtocol, u8),
+    payload: usize,
+) {
+    ethernet(buf, eth.0, eth.1, EthernetProtocol::Ipv6, 40 + payload);
+    let mut h = Ipv6Packet::new_unchecked(&mut buf[14..]);
+    h.set_version(6);
+    h.set_payload_len(payload as u16);
+    h.set_next_header(next.0);
+    h.set_hop_limit(next.1);
+    h.set_src_addr(ip.0);
+    h.set_dst_addr(ip.1);
 }
 
 /// A neighbour solicitation for `target` from `(mac, src)`.

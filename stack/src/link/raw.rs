@@ -537,8 +537,8 @@ impl<I: FrameIo> RawLink<I> {
 
     /// A querier asked: every group joined is reported again.
     fn report_groups(&mut self) {
-        for group in self.groups.clone() {
-            self.push_membership(group, true);
+        for i in 0..self.groups.len() {
+            self.push_membership(self.groups[i], true);
         }
     }
 

@@ -439,8 +439,8 @@ impl Link for UdpLink {
         let mut kept = self.recv_from(self.sock.fd(), batch)?;
         // Multicast groups: one more system call a receive, only while there are any.
         if !self.groups.is_empty() && self.group_wait.wait(Duration::ZERO)? {
-            let fds: Vec<RawFd> = self.groups.iter().map(|(_, s)| s.fd()).collect();
-            for fd in fds {
+            for i in 0..self.groups.len() {
+                let fd = self.groups[i].1.fd();
                 kept += self.recv_from(fd, batch)?;
             }
         }

@@ -53,14 +53,10 @@ impl Cm {
         let c = self.conn(id)?;
         expect(c.state, "answer a SIDR_REQ on", &[State::SidrReqRcvd])?;
         let rep = SidrRepRepr {
-            request_id: c.remote_comm_id,
-            status: a.status,
-            additional_info_length: 0,
             qpn: a.qpn,
-            service_id: c.service_id,
             qkey: a.qkey,
-            additional_info: [0; SIDR_REP_INFO_LEN],
             private_data: pd,
+            ..sidr_rep(c.remote_comm_id, c.service_id, a.status)
         };
         let (dgid, tid) = (c.remote_gid, c.tid);
         let mad = self.send(dgid, CmMessage::SidrRep(Box::new(rep)), tid);
@@ -104,16 +100,7 @@ impl Cm {
             return;
         };
         // Refused at once, remembering nothing (as `issue_rej` for a REQ).
-        let rep = SidrRepRepr {
-            request_id: req.request_id,
-            status: refusal,
-            additional_info_length: 0,
-            qpn: 0,
-            service_id: req.service_id,
-            qkey: 0,
-            additional_info: [0; SIDR_REP_INFO_LEN],
-            private_data: [0; SIDR_REP_PRIVATE_DATA_LEN],
-        };
+        let rep = sidr_rep(req.request_id, req.service_id, refusal);
         self.send(src, CmMessage::SidrRep(Box::new(rep)), tid);
     }
 
@@ -134,5 +121,20 @@ impl Cm {
     /// SIDR requests of port `gid` pending or answered (and remembered).
     fn sidr_with(&self, gid: Gid) -> usize {
         self.conns.values().filter(|c| c.sidr && c.remote_gid == gid && c.state != State::SidrReqSent).count()
+    }
+}
+
+/// A SIDR_REP answering `request_id` for `service_id` with `status`, no QP,
+/// no Q_Key and no data (a refusal as it stands).
+fn sidr_rep(request_id: CommId, service_id: u64, status: SidrStatus) -> SidrRepRepr {
+    SidrRepRepr {
+        request_id,
+        status,
+        additional_info_length: 0,
+        qpn: 0,
+        service_id,
+        qkey: 0,
+        additional_info: [0; SIDR_REP_INFO_LEN],
+        private_data: [0; SIDR_REP_PRIVATE_DATA_LEN],
     }
 }

@@ -34,6 +34,19 @@ pub(crate) enum AttachError {
     GroupFull,
 }
 
+/// The QPs of one group (at most [`MAX_MCAST_QP_ATTACH`], as `attach` keeps it).
+pub(crate) struct Members {
+    qpns: [u32; MAX_MCAST_QP_ATTACH],
+    len: usize,
+}
+
+impl std::ops::Deref for Members {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        &self.qpns[..self.len]
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct McastGroups {
     by_gid: BTreeMap<Gid, BTreeSet<u32>>,
@@ -92,9 +105,16 @@ impl McastGroups {
         }
     }
 
-    /// The QPs attached to `gid`.
-    pub fn members(&self, gid: Gid) -> Vec<u32> {
-        self.by_gid.get(&gid).map(|q| q.iter().copied().collect()).unwrap_or_default()
+    /// The QPs attached to `gid`, copied onto the stack: the engine delivers
+    /// to each with itself borrowed mutably, and a datagram must not cost an
+    /// allocation.
+    pub fn members(&self, gid: Gid) -> Members {
+        let mut m = Members { qpns: [0; MAX_MCAST_QP_ATTACH], len: 0 };
+        for &qpn in self.by_gid.get(&gid).into_iter().flatten() {
+            m.qpns[m.len] = qpn;
+            m.len += 1;
+        }
+        m
     }
 
     pub fn poll_change(&mut self) -> Option<McastChange> {
@@ -114,7 +134,7 @@ mod test {
         g.attach(1, group).unwrap();
         g.attach(2, group).unwrap();
         g.attach(2, group).unwrap();
-        assert_eq!(g.members(group), [1, 2]);
+        assert_eq!(*g.members(group), [1, 2]);
         assert_eq!(g.poll_change(), Some(McastChange::Join(group)));
         assert_eq!(g.poll_change(), None);
         assert!(g.detach(1, group) && !g.detach(1, group));

@@ -211,16 +211,30 @@ impl MrTable {
         len: u64,
         need: AccessFlags,
     ) -> Result<Target, AccessError> {
-        let (key, va, need) = match self.windows.get(&(rkey >> 8)) {
+        let (key, va, need) = self.resolve(rkey, who, va, len, need)?;
+        let offset = self.check(key, who.pd, va, len, need).ok_or(AccessError::Violation)?;
+        Ok(Target { key, offset })
+    }
+
+    /// The region key, address and rights to check for a remote access: the
+    /// rkey's own when it names a region, the bound region's after the
+    /// window's checks when it names a window.
+    fn resolve(
+        &self,
+        rkey: u32,
+        who: Accessor,
+        va: u64,
+        len: u64,
+        need: AccessFlags,
+    ) -> Result<(u32, u64, AccessFlags), AccessError> {
+        match self.windows.get(&(rkey >> 8)) {
             Some(mw) => {
                 let mr_va = mw.reach(rkey, who, va, len, need).ok_or(AccessError::Violation)?;
                 // Through a window the window's rights count, not the region's.
-                (mw.region().ok_or(AccessError::Violation)?, mr_va, AccessFlags::EMPTY)
+                Ok((mw.region().ok_or(AccessError::Violation)?, mr_va, AccessFlags::EMPTY))
             }
-            None => (rkey, va, need),
-        };
-        let offset = self.check(key, who.pd, va, len, need).ok_or(AccessError::Violation)?;
-        Ok(Target { key, offset })
+            None => Ok((rkey, va, need)),
+        }
     }
 
     /// Whether `rkey` names a whole region (or a bound window) `who` may
@@ -244,9 +258,12 @@ impl MrTable {
     /// again: the region may have been deregistered or invalidated since the
     /// message's first packet (and its key even given to another region).
     pub fn write_remote(&mut self, rkey: u32, who: Accessor, va: u64, src: &[u8]) -> Result<(), AccessError> {
-        let at = self.check_remote(rkey, who, va, src.len() as u64, AccessFlags::REMOTE_WRITE)?;
-        let mr = self.by_key.get_mut(&at.key).ok_or(AccessError::Violation)?;
-        mr.storage.write(at.offset, src);
+        let len = src.len() as u64;
+        let (key, va, need) = self.resolve(rkey, who, va, len, AccessFlags::REMOTE_WRITE)?;
+        // One lookup per packet: check and write through the same entry.
+        let mr = self.by_key.get_mut(&key).ok_or(AccessError::Violation)?;
+        let offset = mr.offset_of(who.pd, va, len, need).ok_or(AccessError::Violation)?;
+        mr.storage.write(offset, src);
         Ok(())
     }
     pub fn atomic_remote(&mut self, at: Target, op: AtomicOp) -> u64 {

@@ -846,7 +846,7 @@ impl Engine {
             return self.sh.counters.inc(Counter::McastNoGroup);
         }
         self.sh.counters.inc(Counter::McastRcvd);
-        for qpn in members {
+        for &qpn in members.iter() {
             let Some(qp) = self.qps.get_mut(&qpn) else { continue };
             self.sh.counters.inc(Counter::RcvdPkts);
             responder::on_request(qp, &mut self.sh, meta, repr, payload);
