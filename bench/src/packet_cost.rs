@@ -83,8 +83,8 @@ impl Bench {
         let (ea, eb) = self.sim.engines.split_at_mut(1);
         let (ea, eb) = (&mut ea[0], &mut eb[0]);
         let tx = &mut self.tx[..];
-        let to_b = RxMeta { src_gid: gids[0], dst_gid: gids[1] };
-        let to_a = RxMeta { src_gid: gids[1], dst_gid: gids[0] };
+        let to_b = RxMeta { src_gid: gids[0], dst_gid: gids[1], icrc_skipped: false };
+        let to_a = RxMeta { src_gid: gids[1], dst_gid: gids[0], icrc_skipped: false };
         let cq = self.a.send_cq;
 
         let posted = if measured { cg_post_write(ea, qa, wr) } else { post_write(ea, qa, wr) };

@@ -106,6 +106,41 @@ fn corrupt_packets_are_dropped_and_counted() {
     assert_eq!(b.stats().rx_icrc_bad, 2);
 }
 
+/// A packet with the authenticated mode's mark is left to its MAC, which the
+/// engine checks: its ICRC is not checked here (it arrives as
+/// `Integrity::Mac`), unless a capture wants the frame, which needs the
+/// ICRC's IPv4 Identification.
+#[test]
+fn marked_authenticated_packets_are_left_to_their_mac() {
+    let net = TestNet::new();
+    let mut b = udp_on(&net, 2);
+    let evil = std::net::UdpSocket::bind((net.ip(1), 0)).unwrap();
+    let mut marked = roce_packet(0x11, 1, &[7; 32]);
+    marked[8] |= uroce_transport::engine::AUTH_MARK;
+    let unmarked = roce_packet(0x11, 2, &[7; 32]);
+    // Both ICRCs are zero, so wrong.
+    for p in [&marked, &unmarked] {
+        evil.send_to(p, (net.ip(2), 4791)).unwrap();
+    }
+    let mut got = Vec::new();
+    let start = Instant::now();
+    while b.stats().rx_icrc_bad == 0 || got.is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "{:?}", b.stats());
+        recv_each(&mut b, Duration::from_millis(10), |d| got.push((psn_of(d.roce), d.integrity))).unwrap();
+    }
+    assert_eq!(got, [(1, Integrity::Mac)]);
+    assert_eq!(b.stats().rx_icrc_bad, 1, "the unmarked one");
+
+    // With a capture tapping the link, the marked packet's ICRC is checked.
+    b.set_frame_sink(Some(Box::new(|_, _: &[u8]| {})));
+    evil.send_to(&marked, (net.ip(2), 4791)).unwrap();
+    let start = Instant::now();
+    while b.stats().rx_icrc_bad < 2 {
+        assert!(start.elapsed() < Duration::from_secs(10), "{:?}", b.stats());
+        recv_each(&mut b, Duration::from_millis(10), |d| panic!("delivered {d:?}")).unwrap();
+    }
+}
+
 #[test]
 fn clear_open_errors() {
     let net = TestNet::new();

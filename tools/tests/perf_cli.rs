@@ -561,6 +561,18 @@ fn the_authenticated_mode_runs_and_says_what_it_cannot_do() {
         assert_eq!(count("auth_bad_mac"), 0, "{connect:?}");
         assert!(count("rcvd_pkts") > 0, "{connect:?}");
     }
+    // Corrupted on the way in: the link leaves a marked packet's ICRC to
+    // its MAC, which catches every flipped bit; the run still completes.
+    let out = loopback(&net, "write_bw", &["-n", "300", "--auth-key", key, "--corrupt", "0.05", "--stats"]);
+    let text = ok(&out);
+    let count = |name: &str| -> u64 {
+        text.lines()
+            .filter(|l| l.starts_with(name))
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    assert!(count("auth_bad_mac") > 0, "{text}");
+    assert_eq!(count("link_rx_icrc_bad"), 0, "{text}");
     let bad = loopback(&net, "write_bw", &["--auth-key", "123"]);
     assert_ne!(bad.0, 0);
     assert!(bad.2.contains("give 64 hex digits"), "{}", bad.2);

@@ -211,7 +211,11 @@ mod qp1 {
             let sge = Sge { addr: 0x1000 + i * 296, length: 296, lkey: keys.lkey };
             e.post_recv(qpn, RecvWr { wr_id: i, sg_list: vec![sge] }).unwrap();
         }
-        let meta = RxMeta { src_gid: Gid::from_ipv4([198, 18, 0, 12]), dst_gid: Gid::from_ipv4([198, 18, 0, 11]) };
+        let meta = RxMeta {
+            src_gid: Gid::from_ipv4([198, 18, 0, 12]),
+            dst_gid: Gid::from_ipv4([198, 18, 0, 11]),
+            icrc_skipped: false,
+        };
         let mut wrong = frame[42..].to_vec();
         wrong[12..16].copy_from_slice(&0x1111_1111u32.to_be_bytes());
         e.handle_packet(Instant::from_nanos(0), meta, &wrong);

@@ -290,7 +290,8 @@ fn run(seed: u64, packets: usize) {
     }
     let qpns: Vec<u32> = targets.iter().map(|t| t.qpn).collect();
     let keys: Vec<(u32, u64, usize)> = [&open, &closed, &foreign].iter().map(|r| (r.key, r.addr, r.len)).collect();
-    let peer = RxMeta { src_gid: Gid::from_ipv4([10, 0, 0, 2]), dst_gid: Gid::from_ipv4([10, 0, 0, 1]) };
+    let peer =
+        RxMeta { src_gid: Gid::from_ipv4([10, 0, 0, 2]), dst_gid: Gid::from_ipv4([10, 0, 0, 1]), icrc_skipped: false };
     let third = RxMeta { src_gid: Gid::from_ipv4([10, 0, 0, 3]), ..peer };
     let mut now = Instant::ZERO;
     let mut buf = vec![0u8; MAX_PACKET_LEN];

@@ -129,7 +129,7 @@ fn attached_qps_check_the_qkey() {
     repr.deth = Some(uroce_transport::wire::DethRepr { qkey: options().qkey, src_qp: 5, reserved: 0 });
     datagram.resize(repr.buffer_len(0), 0);
     repr.emit(&mut datagram, &[]);
-    let meta = uroce_transport::engine::RxMeta { src_gid: sim.gids[0], dst_gid: GROUP };
+    let meta = uroce_transport::engine::RxMeta { src_gid: sim.gids[0], dst_gid: GROUP, icrc_skipped: false };
     sim.engines[1].handle_packet(sim.now, meta, &datagram);
     assert_eq!(sim.engines[1].counters().get(Counter::McastNoGroup), 1);
 }

@@ -402,7 +402,7 @@ fn a_packet_to_another_gid_of_ours_is_dropped() {
     let epsn = p.sim.engines[1].query_qp(p.b.qpn).unwrap().rq_psn;
     let other = Gid::from_ipv4([10, 0, 0, 99]);
     p.sim.engines[1].set_gid_table(vec![Some(p.sim.gids[1]), Some(other)]);
-    let meta = uroce_transport::engine::RxMeta { src_gid: p.sim.gids[0], dst_gid: other };
+    let meta = uroce_transport::engine::RxMeta { src_gid: p.sim.gids[0], dst_gid: other, icrc_skipped: false };
     let pkt = write_only(p.b.qpn, epsn, p.dst, Pair::DST_ADDR, &[0xee; 8]);
     p.sim.engines[1].handle_packet(p.sim.now, meta, &pkt);
     assert_eq!(p.sim.engines[1].counters().get(Counter::RcvdBadSrc), 1);
@@ -540,6 +540,55 @@ fn an_authenticated_packet_with_one_bit_flipped_is_dropped() {
     assert!(read_mr(e, dst, 0, 64) == vec![0; 64], "a changed packet was executed");
     p.sim.inject(1, &pkt);
     assert_eq!(read_mr(&p.sim.engines[1], dst, 0, 64), read_mr(&p.sim.engines[0], src, 0, 64));
+}
+
+/// A packet the link let through without checking its ICRC (it carries the
+/// authenticated mode's mark, whose MAC stands in for the ICRC) is taken
+/// only by an authenticated QP whose tag it matches.
+#[test]
+fn a_packet_whose_icrc_went_unchecked_needs_a_good_mac() {
+    use uroce_transport::engine::{marked_authenticated, RxMeta};
+    let unchecked = |p: &Pair| RxMeta { src_gid: p.sim.gids[0], dst_gid: p.sim.gids[1], icrc_skipped: true };
+    // A QP without a key: only the ICRC could vouch for the packet.
+    let mut p = rc_pair();
+    let (src, dst) = (p.src, p.dst);
+    p.sim.engines[0]
+        .post_send(p.a.qpn, wr(1, WrOp::RdmaWrite { remote_addr: Pair::DST_ADDR, rkey: dst }, 0, 64, src))
+        .unwrap();
+    let pkt = drain_packets(&mut p.sim.engines[0]).pop().unwrap();
+    assert!(!marked_authenticated(&pkt));
+    let meta = unchecked(&p);
+    p.sim.engines[1].handle_packet(p.sim.now, meta, &pkt);
+    assert_eq!(p.sim.engines[1].counters().get(Counter::AuthBadMac), 1);
+    assert_eq!(read_mr(&p.sim.engines[1], dst, 0, 64), vec![0; 64]);
+    p.sim.inject(1, &pkt);
+    assert_eq!(read_mr(&p.sim.engines[1], dst, 0, 64), read_mr(&p.sim.engines[0], src, 0, 64), "checked, it lands");
+
+    // An authenticated QP: its packets carry the mark; the tag decides.
+    let mut p = auth_pair(QpType::Rc, [Some(KEY), Some(KEY)], uroce_transport::sim::LinkConfig::clean());
+    let (src, dst) = (p.src, p.dst);
+    p.sim.engines[0]
+        .post_send(p.a.qpn, wr(1, WrOp::RdmaWrite { remote_addr: Pair::DST_ADDR, rkey: dst }, 0, 64, src))
+        .unwrap();
+    let pkt = drain_packets(&mut p.sim.engines[0]).pop().unwrap();
+    assert!(marked_authenticated(&pkt));
+    let mut changed = pkt.clone();
+    changed[40] ^= 0x10;
+    let meta = unchecked(&p);
+    p.sim.engines[1].handle_packet(p.sim.now, meta, &changed);
+    assert_eq!(p.sim.engines[1].counters().get(Counter::AuthBadMac), 1);
+    assert_eq!(read_mr(&p.sim.engines[1], dst, 0, 64), vec![0; 64]);
+    p.sim.engines[1].handle_packet(p.sim.now, meta, &pkt);
+    assert_eq!(
+        read_mr(&p.sim.engines[1], dst, 0, 64),
+        read_mr(&p.sim.engines[0], src, 0, 64),
+        "its tag vouches for it"
+    );
+    // The mark is under the tag: cleared on the way, the packet fails.
+    let mut unmarked = pkt.clone();
+    unmarked[8] &= !uroce_transport::engine::AUTH_MARK;
+    p.sim.inject(1, &unmarked);
+    assert_eq!(p.sim.engines[1].counters().get(Counter::AuthBadMac), 2);
 }
 
 /// A recorded packet sent again is never executed: RC takes it for the

@@ -9,7 +9,9 @@
 //!   the wire. A link that checked the ICRC would have dropped it, so a corrupted
 //!   datagram that arrived checked ([`Integrity::Icrc`] or
 //!   [`Integrity::IcrcButIpId`]) is dropped and counted in
-//!   [`ImpairStats::corrupt_caught`]; an unchecked one is delivered corrupted.
+//!   [`ImpairStats::corrupt_caught`]; an unchecked one (an authenticated
+//!   packet's MAC, [`Integrity::Mac`], is checked above) is delivered
+//!   corrupted.
 //!   (Transmit corruption cannot be modelled above the link: the link signs
 //!   what it is given.)
 
@@ -234,7 +236,8 @@ impl<L: Link> Impair<L> {
         self.stats.rx_duplicated += u64::from(copies == 2);
         for _ in 0..copies {
             let corrupt = chance(&mut self.rx_rng, faults.corrupt) && !d.roce.is_empty();
-            if corrupt && d.integrity != Integrity::Unchecked {
+            let icrc_checked = matches!(d.integrity, Integrity::Icrc | Integrity::IcrcButIpId { .. });
+            if corrupt && icrc_checked {
                 self.rx_rng.gen::<u32>();
                 self.stats.corrupt_caught += 1;
                 continue;

@@ -67,6 +67,11 @@ pub enum Integrity {
     /// Identification value, given here. A random corruption passes with
     /// probability 2^-16 instead of 2^-32.
     IcrcButIpId { ident: u16 },
+    /// Not checked: the packet carries the authenticated mode's mark
+    /// (`uroce_transport::engine::AUTH_MARK`), and its MAC, which the
+    /// engine checks, stands in for the ICRC. The engine takes it only for
+    /// a QP that holds a key.
+    Mac,
     /// Not checked.
     Unchecked,
 }

@@ -20,6 +20,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::Range;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
+use uroce_transport::engine::marked_authenticated;
 use uroce_transport::engine::Mtu;
 use uroce_transport::icrc;
 use uroce_transport::wire::ICRC_LEN;
@@ -488,15 +489,20 @@ impl<I: FrameIo> RawLink<I> {
             self.stats.rx_other += 1;
             return false;
         }
-        match icrc::check(p.ip_packet) {
-            Ok(true) => {}
-            Ok(false) => {
-                self.stats.rx_icrc_bad += 1;
-                return false;
-            }
-            Err(_) => {
-                self.stats.rx_malformed += 1;
-                return false;
+        // An authenticated packet's MAC, checked by the engine, stands in
+        // for its ICRC.
+        let integrity = if marked_authenticated(p.roce) { Integrity::Mac } else { Integrity::Icrc };
+        if integrity == Integrity::Icrc {
+            match icrc::check(p.ip_packet) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.stats.rx_icrc_bad += 1;
+                    return false;
+                }
+                Err(_) => {
+                    self.stats.rx_malformed += 1;
+                    return false;
+                }
             }
         }
         self.stats.rx_packets += 1;
@@ -505,7 +511,7 @@ impl<I: FrameIo> RawLink<I> {
         let offset = p.roce.as_ptr() as usize - frame.as_ptr() as usize;
         let roce = at.start + offset..at.start + offset + p.roce.len();
         let (peer, src_port) = (p.repr.ip.src(), p.repr.udp.src_port);
-        batch.keep_at(peer, src_port, dst, roce, Integrity::Icrc);
+        batch.keep_at(peer, src_port, dst, roce, integrity);
         true
     }
 

@@ -42,6 +42,19 @@ use crate::wire::Bth;
 use crate::Psn;
 use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 
+/// The bit of the BTH's reserved `Resv7` field (byte 8, below AckReq) that
+/// marks a packet as sealed by the authenticated mode. The tag covers it,
+/// so it cannot be set or cleared on the way. A link need not check the
+/// ICRC of a marked packet: the engine then takes it only if its QP holds
+/// a key and the tag matches ([`marked_authenticated`]).
+pub const AUTH_MARK: u8 = 0x01;
+
+/// Whether the RoCE packet `roce` (BTH first) carries [`AUTH_MARK`]; false
+/// for anything shorter than a BTH.
+pub fn marked_authenticated(roce: &[u8]) -> bool {
+    Bth::new_checked(roce).is_ok_and(|bth| bth.resv7() & AUTH_MARK != 0)
+}
+
 /// The bytes the trailer adds to every packet of an authenticated QP: the
 /// nonce counter, then the tag.
 pub const AUTH_TRAILER_LEN: usize = NONCE_COUNTER_LEN + TAG_LEN;
@@ -126,6 +139,8 @@ impl Auth {
     /// was, the slot after it. The new length.
     pub fn seal(&mut self, buf: &mut [u8], len: usize, from: End, to: End) -> usize {
         let body = len - 4;
+        let mut bth = Bth::new_unchecked(&mut buf[..body]);
+        bth.set_resv7(bth.resv7() | AUTH_MARK);
         let (seq, psn) = sequence_of(&buf[..body], true);
         let ext = self.extend(seq, psn);
         let counter = self.next_nonce;

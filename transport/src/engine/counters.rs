@@ -48,7 +48,7 @@ counters! {
     UcRkeyLimit = "uc_rkey_limit", "UC QPs moved to ERR after too many R_Key violations (UC_RKEY_VIOLATION_LIMIT).";
     RdAtomicRefused = "rd_atomic_refused", "READ and atomic requests beyond max_dest_rd_atomic outstanding, NAKed as invalid requests.";
     RemoteInvRefused = "remote_inv_refused", "SEND_WITH_INV naming a key that may not be invalidated remotely, NAKed.";
-    AuthBadMac = "auth_bad_mac", "Dropped: a packet for an authenticated QP whose tag does not match (forged, changed or from another key).";
+    AuthBadMac = "auth_bad_mac", "Dropped: a packet for an authenticated QP whose tag does not match (forged, changed or from another key), or a packet marked authenticated (its ICRC left unchecked) for a QP that holds no key.";
     AuthReplay = "auth_replay", "Dropped: a UC packet for an authenticated QP with a PSN it took already (a replay).";
     MwLocalOps = "mw_local_ops", "BIND_MW and LOCAL_INV work requests done (memory windows bound, keys invalidated).";
     MwBindRefused = "mw_bind_refused", "BIND_MW work requests refused (completed with MW_BIND_ERR).";

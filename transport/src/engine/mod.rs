@@ -25,7 +25,7 @@
 
 mod attr;
 mod auth;
-pub use auth::AUTH_TRAILER_LEN;
+pub use auth::{marked_authenticated, AUTH_MARK, AUTH_TRAILER_LEN};
 mod completer;
 mod counters;
 mod cq;
@@ -144,6 +144,11 @@ pub enum Event {
 pub struct RxMeta {
     pub src_gid: Gid,
     pub dst_gid: Gid,
+    /// The link did not check the packet's ICRC, because it carries the
+    /// authenticated mode's mark ([`AUTH_MARK`]), whose MAC stands in for
+    /// the ICRC: the engine takes such a packet only if its QP holds a key
+    /// and the tag matches, and counts it in `auth_bad_mac` otherwise.
+    pub icrc_skipped: bool,
 }
 
 /// One packet `poll_transmit` wrote into the caller's buffer.
@@ -794,11 +799,15 @@ impl Engine {
         // QP's tag is checked before anything parses the rest.
         let Ok(bth) = Bth::new_checked(data) else { return self.sh.counters.inc(Counter::RcvdMalformed) };
         let dest = bth.dest_qp();
-        if dest == MULTICAST_QPN {
+        if dest == MULTICAST_QPN && !meta.icrc_skipped {
             return self.handle_multicast(&meta, data);
         }
         let mut qp = self.qps.get_mut(&dest);
         let peer = qp.as_deref().is_some_and(|qp| from_peer(qp, &meta, &self.gid_table));
+        // A packet whose ICRC nobody checked has only a MAC to vouch for it.
+        if meta.icrc_skipped && !(peer && qp.as_deref().is_some_and(|qp| qp.auth.is_some())) {
+            return self.sh.counters.inc(Counter::AuthBadMac);
+        }
         let data = match qp.as_deref_mut().filter(|_| peer && self.auth_qps > 0) {
             Some(q) => match authenticated(q, &mut self.sh.counters, &meta, data) {
                 Some(inner) => inner,

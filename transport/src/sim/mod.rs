@@ -189,7 +189,7 @@ impl Sim {
         if let Some(tap) = &mut self.tap {
             tap(p.to, &p.data);
         }
-        let meta = RxMeta { src_gid: self.gids[p.from], dst_gid: p.dst_gid };
+        let meta = RxMeta { src_gid: self.gids[p.from], dst_gid: p.dst_gid, icrc_skipped: false };
         self.engines[p.to].handle_packet(self.now, meta, &p.data);
     }
 
@@ -216,7 +216,7 @@ impl Sim {
     /// Injects raw bytes as if `to` received them from `src_gid` now (a
     /// third host, or one forging its address).
     pub fn inject_from(&mut self, to: usize, src_gid: Gid, data: &[u8]) {
-        let meta = RxMeta { src_gid, dst_gid: self.gids[to] };
+        let meta = RxMeta { src_gid, dst_gid: self.gids[to], icrc_skipped: false };
         self.engines[to].handle_packet(self.now, meta, data);
     }
 }

@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use tx::TxBatch;
-use uroce_stack::link::{Link, LinkInfo, OpenedLink, RxBatch};
+use uroce_stack::link::{Integrity, Link, LinkInfo, OpenedLink, RxBatch};
 use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Event, Gid, Instant, RxMeta};
 
 pub(crate) use open::{is_open, open_device};
@@ -236,7 +236,11 @@ impl Core {
         // One clock read per batch: its packets arrived together.
         let at = now();
         for d in rx.iter() {
-            let meta = RxMeta { src_gid: Gid::from_ip(d.peer), dst_gid: Gid::from_ip(d.local) };
+            let meta = RxMeta {
+                src_gid: Gid::from_ip(d.peer),
+                dst_gid: Gid::from_ip(d.local),
+                icrc_skipped: d.integrity == Integrity::Mac,
+            };
             engine.handle_packet(at, meta, d.roce);
         }
         rx.len()
