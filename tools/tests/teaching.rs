@@ -37,15 +37,33 @@ fn every_scenario_shows_what_the_page_says() {
     assert_eq!(scenarios.len(), 8, "the page's eight scenarios");
     let net = TestNet::new();
     for (command, expects) in scenarios {
-        let mut args: Vec<&str> = command.split_whitespace().skip(1).collect();
-        let dev = net.udp(1);
-        args.extend(["-d", &dev]);
-        let out = uroce().args(&args).env("COLUMNS", "100").output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{command}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
-        let ladder = squeezed(&stdout);
-        for e in &expects {
-            assert!(ladder.contains(&squeezed(e)), "{command}: no {e:?} in its ladder:\n{stdout}");
+        // A scenario can depend on timing (section 4's RNR NAK needs the
+        // SENDs to arrive before the server re-posts its receive, which a
+        // busy machine may not give): up to three runs, each miss said.
+        let mut missed = String::new();
+        for attempt in 1..=3 {
+            missed = missing(&net, &command, &expects);
+            if missed.is_empty() {
+                break;
+            }
+            println!("{command}, run {attempt} of 3: {missed}");
         }
+        assert!(missed.is_empty(), "{missed}");
+    }
+}
+
+/// What the ladder of one run of `command` lacks of `expects`, with the
+/// ladder; empty if it shows all of it. A failed run fails the test.
+fn missing(net: &TestNet, command: &str, expects: &[String]) -> String {
+    let mut args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    let dev = net.udp(1);
+    args.extend(["-d", &dev]);
+    let out = uroce().args(&args).env("COLUMNS", "100").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{command}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    let ladder = squeezed(&stdout);
+    match expects.iter().find(|e| !ladder.contains(&squeezed(e))) {
+        Some(e) => format!("no {e:?} in its ladder:\n{stdout}"),
+        None => String::new(),
     }
 }

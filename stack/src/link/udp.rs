@@ -24,6 +24,7 @@
 //! 2^-32. Such packets are delivered as [`Integrity::IcrcButIpId`]; IPv6 has no
 //! Identification, so IPv6 packets are fully checked ([`Integrity::Icrc`]).
 
+use super::batch::RxSizer;
 use super::gid::{Gid, GidTable};
 use super::{wire_addr, Direction, FrameSink, Integrity, Link, LinkInfo, LinkStats, RxBatch, TxDatagram};
 use super::{DeviceSpec, LinkError};
@@ -94,6 +95,8 @@ pub struct UdpLink {
     stats: LinkStats,
     /// Receive slots per system call.
     nslots: usize,
+    /// How many of the `nslots` the next receive asks for.
+    rx_sizer: RxSizer,
     metas: Vec<RxMeta>,
     sink: Option<FrameSink>,
     scratch: Vec<u8>,
@@ -166,6 +169,7 @@ impl UdpLink {
             info,
             stats: LinkStats::default(),
             nslots,
+            rx_sizer: RxSizer::new(nslots),
             metas: vec![RxMeta::default(); MAX_BATCH],
             sink: None,
             scratch: Vec::with_capacity(SLOT + 64),
@@ -446,12 +450,13 @@ impl Link for UdpLink {
         if !timeout.is_zero() && !self.wait_readable(timeout)? {
             return Ok(0);
         }
-        let mut kept = self.recv_from(self.sock.fd(), batch)?;
+        let (mut kept, got) = self.recv_from(self.sock.fd(), batch, self.rx_sizer.want())?;
+        self.rx_sizer.saw(got);
         // Multicast groups: one more system call a receive, only while there are any.
         if !self.groups.is_empty() && self.group_wait.wait(Duration::ZERO)? {
             for i in 0..self.groups.len() {
                 let fd = self.groups[i].1.fd();
-                kept += self.recv_from(fd, batch)?;
+                kept += self.recv_from(fd, batch, self.nslots)?.0;
             }
         }
         Ok(kept)
@@ -503,12 +508,12 @@ impl UdpLink {
         }
     }
 
-    /// One receive on socket `fd` into `batch`; how many datagrams it kept.
-    fn recv_from(&mut self, fd: RawFd, batch: &mut RxBatch) -> io::Result<usize> {
+    /// Receives up to `want` datagrams of `fd` into `batch`: (kept, received).
+    fn recv_from(&mut self, fd: RawFd, batch: &mut RxBatch, want: usize) -> io::Result<(usize, usize)> {
         self.stats.rx_syscalls += 1;
         let slot = self.slot;
         let base = batch.next_offset();
-        let got = mmsg::recv_batch(fd, batch.area(slot * self.nslots), slot, &mut self.metas)?;
+        let got = mmsg::recv_batch(fd, batch.area(slot * self.nslots), slot, &mut self.metas[..want])?;
         batch.commit(got * slot);
         let mut kept = 0;
         let mut moved = 0;
@@ -530,7 +535,7 @@ impl UdpLink {
             }
         }
         self.stats.rx_max_batch = self.stats.rx_max_batch.max(moved as u64);
-        Ok(kept)
+        Ok((kept, got))
     }
 }
 

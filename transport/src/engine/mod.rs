@@ -363,7 +363,7 @@ pub struct Engine {
     sched: sched::TxSchedule,
     /// The port's GIDs by index (`sgid_index`); entry 0 is `config.gid`.
     gid_table: Vec<Option<Gid>>,
-    /// QPs ever put in the authenticated mode: while 0, its checks cost nothing.
+    /// Live QPs in the authenticated mode: while 0, its checks cost nothing.
     auth_qps: usize,
     /// Multicast groups and their QPs.
     mcast: mcast::McastGroups,
@@ -641,6 +641,7 @@ impl Engine {
         self.sched.forget(qpn);
         self.sh.mrs.release_windows_of(qpn);
         self.mcast.detach_all(qpn);
+        self.auth_qps -= usize::from(qp.auth.is_some());
         Ok(())
     }
 
@@ -724,8 +725,8 @@ impl Engine {
         }
         let psns = (Psn::new(qp.attr.sq_psn), Psn::new(qp.attr.rq_psn));
         let nonce_start = self.rng.gen::<u64>();
-        qp.auth = Some(auth::Auth::new(key, nonce_start, psns.0, psns.1));
-        self.auth_qps += 1;
+        let first_key = qp.auth.replace(auth::Auth::new(key, nonce_start, psns.0, psns.1)).is_none();
+        self.auth_qps += usize::from(first_key);
         Ok(())
     }
 
@@ -990,3 +991,26 @@ impl Engine {
 
 mod modify;
 mod sched;
+
+#[cfg(all(test, feature = "sim"))]
+mod test {
+    use super::attr::{Mtu, QpType};
+    use crate::sim::{create_endpoint, LinkConfig, QpOptions, Sim};
+
+    /// The authenticated mode costs a received packet nothing once no live
+    /// QP holds a key: a key set twice counts once, a destroyed QP's goes.
+    #[test]
+    fn authenticated_qps_count_live_keyed_qps() {
+        let mut sim = Sim::new(3, LinkConfig::clean());
+        let e = &mut sim.engines[0];
+        let o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+        let (a, b) = (create_endpoint(e, &o, None, None).qpn, create_endpoint(e, &o, None, None).qpn);
+        e.set_qp_auth_key(a, [1; 32]).unwrap();
+        e.set_qp_auth_key(a, [2; 32]).unwrap();
+        e.set_qp_auth_key(b, [1; 32]).unwrap();
+        assert_eq!(e.auth_qps, 2);
+        e.destroy_qp(a).unwrap();
+        e.destroy_qp(b).unwrap();
+        assert_eq!(e.auth_qps, 0);
+    }
+}
