@@ -115,31 +115,57 @@ pub fn tcp_loopback(ip: std::net::IpAddr, time: Duration) -> Result<f64, String>
     server.join().map_err(|_| "the server thread panicked".to_string())?
 }
 
-/// Echoes datagrams back to their sender until `idle` passes with none.
-pub fn udp_server(addr: SocketAddr, idle: Duration) -> Result<u64, String> {
-    let s = UdpSocket::bind(addr).map_err(|e| format!("bind {addr}: {e}"))?;
-    echo(&s, idle)
+/// How both ends of a UDP ping-pong wait for the next datagram: spinning on
+/// a non-blocking socket (the baseline of uroce's polling modes, and
+/// sockperf's `--nonblocked`), or asleep in `recv` (the baseline of its
+/// blocking mode, and sockperf's default). On a virtual machine the two
+/// differ severalfold: each sleeping end pays a thread wake-up per datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    Polling,
+    Blocking,
 }
 
-fn echo(s: &UdpSocket, idle: Duration) -> Result<u64, String> {
+/// Echoes datagrams back to their sender until `idle` passes with none.
+pub fn udp_server(addr: SocketAddr, idle: Duration, waiting: Waiting) -> Result<u64, String> {
+    let s = UdpSocket::bind(addr).map_err(|e| format!("bind {addr}: {e}"))?;
+    echo(&s, idle, waiting)
+}
+
+fn echo(s: &UdpSocket, idle: Duration, waiting: Waiting) -> Result<u64, String> {
     s.set_read_timeout(Some(idle)).map_err(|e| e.to_string())?;
+    s.set_nonblocking(waiting == Waiting::Polling).map_err(|e| e.to_string())?;
     let mut buf = [0u8; 65536];
     let mut n = 0u64;
-    while let Ok((len, from)) = s.recv_from(&mut buf) {
-        s.send_to(&buf[..len], from).map_err(|e| e.to_string())?;
-        n += 1;
+    let mut last = Instant::now();
+    loop {
+        match s.recv_from(&mut buf) {
+            Ok((len, from)) => {
+                s.send_to(&buf[..len], from).map_err(|e| e.to_string())?;
+                n += 1;
+                last = Instant::now();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && waiting == Waiting::Polling => {
+                if last.elapsed() > idle {
+                    return Ok(n);
+                }
+                std::hint::spin_loop();
+            }
+            // Blocking: the read timeout passed with nothing.
+            Err(_) => return Ok(n),
+        }
     }
-    Ok(n)
 }
 
-/// A UDP ping-pong of `size`-byte datagrams with `addr` (busy-waiting on a
-/// non-blocking socket, as sockperf does by default); returns the median
-/// half round trip in microseconds.
-pub fn udp_client(addr: SocketAddr, size: usize, count: usize, warmup: usize) -> Result<f64, String> {
+/// A UDP ping-pong of `size`-byte datagrams with `addr`, waiting as
+/// `waiting` says; returns the median half round trip in microseconds.
+pub fn udp_client(addr: SocketAddr, size: usize, count: usize, warmup: usize, waiting: Waiting) -> Result<f64, String> {
     let local: SocketAddr = if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("address");
     let s = UdpSocket::bind(local).map_err(|e| e.to_string())?;
     s.connect(addr).map_err(|e| e.to_string())?;
-    s.set_nonblocking(true).map_err(|e| e.to_string())?;
+    s.set_nonblocking(waiting == Waiting::Polling).map_err(|e| e.to_string())?;
+    // Blocking: wake up now and then to send again if a datagram was lost.
+    s.set_read_timeout(Some(Duration::from_millis(200))).map_err(|e| e.to_string())?;
     let msg = vec![0x5au8; size];
     let mut buf = vec![0u8; size.max(64)];
     let mut rtts = Vec::with_capacity(count);
@@ -152,7 +178,12 @@ pub fn udp_client(addr: SocketAddr, size: usize, count: usize, warmup: usize) ->
                 Ok(_) => break,
                 // Refused: the server is not up yet (an ICMP port unreachable came back).
                 Err(e)
-                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::ConnectionRefused) =>
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::ConnectionRefused
+                    ) =>
                 {
                     // A lost datagram (or a server not up yet): send again; give up after 5 s.
                     if resend.elapsed() > Duration::from_millis(200) {
@@ -176,11 +207,11 @@ pub fn udp_client(addr: SocketAddr, size: usize, count: usize, warmup: usize) ->
 }
 
 /// Both ends of a UDP ping-pong here, on `ip`.
-pub fn udp_loopback(ip: std::net::IpAddr, size: usize, count: usize) -> Result<f64, String> {
+pub fn udp_loopback(ip: std::net::IpAddr, size: usize, count: usize, waiting: Waiting) -> Result<f64, String> {
     let sock = UdpSocket::bind((ip, 0)).map_err(|e| e.to_string())?;
     let addr = sock.local_addr().map_err(|e| e.to_string())?;
-    let server = std::thread::spawn(move || echo(&sock, Duration::from_millis(500)));
-    let r = udp_client(addr, size, count, count / 10);
+    let server = std::thread::spawn(move || echo(&sock, Duration::from_millis(500), waiting));
+    let r = udp_client(addr, size, count, count / 10, waiting);
     let _ = server.join();
     r
 }

@@ -75,6 +75,9 @@ enum Cmd {
         addr: SocketAddr,
         #[arg(long, default_value_t = 5.0)]
         idle: f64,
+        /// Spin on a non-blocking socket instead of sleeping in recv
+        #[arg(long)]
+        polling: bool,
     },
     /// UDP ping-pong client: prints the median half round trip in microseconds
     UdpClient {
@@ -83,6 +86,9 @@ enum Cmd {
         size: usize,
         #[arg(long, default_value_t = 20000)]
         count: usize,
+        /// Spin on a non-blocking socket instead of sleeping in recv
+        #[arg(long)]
+        polling: bool,
     },
     /// Both ends of a UDP ping-pong on one address; prints the median half round trip in microseconds
     UdpLoopback {
@@ -91,6 +97,9 @@ enum Cmd {
         size: usize,
         #[arg(long, default_value_t = 20000)]
         count: usize,
+        /// Both ends spin on non-blocking sockets instead of sleeping in recv
+        #[arg(long)]
+        polling: bool,
     },
     /// Serves FILE to each of --count TCP connections (write it all, close), for the lab guests'
     /// `nc ADDR PORT >FILE`; gives up after --wait seconds without a connection
@@ -118,6 +127,14 @@ fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.clamp(0.01, 3600.0))
 }
 
+fn waiting(polling: bool) -> baseline::Waiting {
+    if polling {
+        baseline::Waiting::Polling
+    } else {
+        baseline::Waiting::Blocking
+    }
+}
+
 fn run(cmd: Cmd) -> Result<(), String> {
     match cmd {
         Cmd::PacketCost { list: true, .. } => {
@@ -141,13 +158,15 @@ fn run(cmd: Cmd) -> Result<(), String> {
         Cmd::TcpServer { addr, wait } => println!("{:.3}", baseline::tcp_server(addr, Duration::from_secs(wait))?),
         Cmd::TcpClient { addr, secs: s } => baseline::tcp_client(addr, secs(s))?,
         Cmd::TcpLoopback { ip, secs: s } => println!("{:.3}", baseline::tcp_loopback(ip, secs(s))?),
-        Cmd::UdpServer { addr, idle } => {
-            baseline::udp_server(addr, secs(idle))?;
+        Cmd::UdpServer { addr, idle, polling } => {
+            baseline::udp_server(addr, secs(idle), waiting(polling))?;
         }
-        Cmd::UdpClient { addr, size, count } => {
-            println!("{:.3}", baseline::udp_client(addr, size, count.max(1), count / 10)?)
+        Cmd::UdpClient { addr, size, count, polling } => {
+            println!("{:.3}", baseline::udp_client(addr, size, count.max(1), count / 10, waiting(polling))?)
         }
-        Cmd::UdpLoopback { ip, size, count } => println!("{:.3}", baseline::udp_loopback(ip, size, count.max(1))?),
+        Cmd::UdpLoopback { ip, size, count, polling } => {
+            println!("{:.3}", baseline::udp_loopback(ip, size, count.max(1), waiting(polling))?)
+        }
         Cmd::ServeFile { file, addr, count, wait } => {
             let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
             baseline::serve_file(&bytes, addr, count, Duration::from_secs(wait))?;
