@@ -8,12 +8,33 @@ use uroce_verbs::Context;
 /// How long a wait for the peer may last before the test gives up.
 pub const STALL: Duration = Duration::from_secs(60);
 
+/// Empty rounds a waiting end spins through before it offers its core.
+const SPIN_ROUNDS: u32 = 64;
+
+thread_local! {
+    /// This thread's empty rounds in a row.
+    static EMPTY_ROUNDS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
 /// What this end does while it waits: with manual progress (the default,
 /// one thread per end, as an RNIC needs none), move packets; else let the
-/// progress thread run.
+/// progress thread run. A round that moves nothing is followed by another
+/// at once, as a polled socket is (a yield is a system call and a pass
+/// through the scheduler: a microsecond or more, and the core given away
+/// whenever anything else is runnable); only after [`SPIN_ROUNDS`] empty
+/// rounds in a row does the thread yield, so that a peer or a progress
+/// thread short of a core gets one.
 pub fn idle(ctx: &Context) {
-    if ctx.try_progress() == 0 {
+    let moved = ctx.try_progress() > 0;
+    let empty = EMPTY_ROUNDS.with(|n| {
+        n.set(if moved { 0 } else { n.get().saturating_add(1) });
+        n.get()
+    });
+    if empty >= SPIN_ROUNDS {
+        EMPTY_ROUNDS.with(|n| n.set(0));
         std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
     }
 }
 

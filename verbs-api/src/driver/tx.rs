@@ -43,7 +43,13 @@ impl Core {
     }
 
     /// Puts the batch on the link (one system call where the link can) and
-    /// empties it; how many packets it held.
+    /// empties it; how many packets it held. Lone ACKs go last: the kernel
+    /// delivers a batch's datagrams one after the other inside the call, and
+    /// a request the peer waits for (the next WRITE of a ping-pong, which
+    /// leaves with the ACK held back for it) should not wait behind an ACK
+    /// that only frees the peer's send queue. A QP's ACKs and its requests
+    /// are separate sequences, so the order between them is free; ACKs keep
+    /// their order among themselves, as requests do.
     fn send_batch(&mut self) -> usize {
         let Core { link, tx, .. } = self;
         let n = tx.meta.len();
@@ -52,7 +58,8 @@ impl Core {
         }
         let blank = TxDatagram { peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED), src_port: 0, roce: &[] };
         let mut grams: [TxDatagram<'_>; BATCH] = [blank; BATCH];
-        for (g, (t, buf)) in grams.iter_mut().zip(tx.meta.iter().zip(&tx.bufs)) {
+        for (g, i) in grams.iter_mut().zip(lone_acks_last(&tx.meta)) {
+            let (t, buf) = (&tx.meta[i], &tx.bufs[i]);
             *g = TxDatagram { peer: t.dest_gid.ip(), src_port: t.src_port, roce: &buf[..t.len] };
         }
         if let Err(e) = link.send(&grams[..n]) {
@@ -77,5 +84,26 @@ impl Core {
             }
             sent += self.send_batch();
         }
+    }
+}
+
+/// The order to send `batch` in: its indices, the packets that are not lone
+/// ACKs first, each group in its own order.
+fn lone_acks_last(batch: &[Transmit]) -> impl Iterator<Item = usize> + '_ {
+    let of = move |acks: bool| batch.iter().enumerate().filter(move |(_, t)| t.ack_only == acks).map(|(i, _)| i);
+    of(false).chain(of(true))
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use uroce_transport::engine::Gid;
+
+    #[test]
+    fn lone_acks_leave_after_the_requests_of_their_batch() {
+        let t = |ack_only| Transmit { len: 0, dest_gid: Gid::default(), src_port: 0, qpn: 1, ack_only };
+        let batch = [t(true), t(false), t(true), t(false)];
+        assert_eq!(lone_acks_last(&batch).collect::<Vec<_>>(), [1, 3, 0, 2]);
+        assert_eq!(lone_acks_last(&batch[..1]).collect::<Vec<_>>(), [0]);
     }
 }
