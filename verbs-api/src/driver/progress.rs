@@ -16,6 +16,10 @@ const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// Receive batches a round takes in before it runs timers (a bound, so a
 /// flood cannot starve transmission). The lock is let go between batches.
 const MAX_DRAIN_BATCHES: usize = 64;
+/// A first receive of this many datagrams or more may have left more in the
+/// queue, which the round then drains: every link asks the kernel for at
+/// least this many at once (the udp link's `RxSizer::MIN`).
+const DRAIN_FROM: usize = 4;
 /// Empty rounds a busy-polling thread spins through before it starts yielding
 /// its core on each empty round.
 const BUSY_SPIN_ROUNDS: u32 = 64;
@@ -48,15 +52,18 @@ impl Driver {
 
     /// A round that starts with the lock already taken.
     fn round_from(&self, mut core: MutexGuard<'_, Core>, wait: Duration, hold_acks: bool) -> usize {
-        let sent = core.flush_tx(self.now(), false);
+        let start = self.now();
+        let sent = core.flush_tx(start, false);
         let received = core.receive(|| self.now(), wait);
         drop(core);
         let mut moved = sent + received;
         // Take in everything already queued before any timer fires: a thread
         // that was not scheduled for a while must see the ACKs that arrived
-        // meanwhile, not retransmit as if they had not. After an empty first
-        // batch there is nothing to drain (no second empty recvmmsg).
-        for _ in 0..MAX_DRAIN_BATCHES * usize::from(received > 0) {
+        // meanwhile, not retransmit as if they had not. A first batch smaller
+        // than any link asks for found the queue empty: nothing to drain, and
+        // no second recvmmsg between a ping-pong's packet and the
+        // application that waits for it.
+        for _ in 0..MAX_DRAIN_BATCHES * usize::from(received >= DRAIN_FROM) {
             match self.lock().receive(|| self.now(), Duration::ZERO) {
                 0 => break,
                 n => moved += n,
@@ -64,7 +71,9 @@ impl Driver {
         }
         let (fired, async_events, cm_events, stats) = {
             let mut core = self.lock();
-            let now = self.now();
+            // A round that took nothing in and waited for nothing is a
+            // system call old: its first clock read will do.
+            let now = if received > 0 || !wait.is_zero() { self.now() } else { start };
             if core.engine.poll_timeout().is_some_and(|t| t <= now) {
                 core.engine.handle_timeout(now);
             }
