@@ -435,6 +435,14 @@ fn auth_pair_from(
     Pair::connect(sim, a, b, &o).with_regions((0..=255).cycle().take(65536).collect(), vec![0; 65536])
 }
 
+/// The packet of a 64-byte WRITE node 0 posts at once (its region's first
+/// 64 bytes to the peer's), taken off the engine unsent.
+fn first_write_packet(p: &mut Pair) -> Vec<u8> {
+    let op = WrOp::RdmaWrite { remote_addr: Pair::DST_ADDR, rkey: p.dst };
+    p.sim.engines[0].post_send(p.a.qpn, wr(1, op, 0, 64, p.src)).unwrap();
+    drain_packets(&mut p.sim.engines[0]).pop().unwrap()
+}
+
 /// Every packet node 0 sends to node 1 from now on, as bytes.
 fn tap_to_b(p: &mut Pair) -> std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>> {
     let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -518,10 +526,7 @@ fn authenticated_rc_works_under_loss() {
 fn an_authenticated_packet_with_one_bit_flipped_is_dropped() {
     let mut p = auth_pair(QpType::Rc, [Some(KEY), Some(KEY)], uroce_transport::sim::LinkConfig::clean());
     let (src, dst) = (p.src, p.dst);
-    p.sim.engines[0]
-        .post_send(p.a.qpn, wr(1, WrOp::RdmaWrite { remote_addr: Pair::DST_ADDR, rkey: dst }, 0, 64, src))
-        .unwrap();
-    let pkt = drain_packets(&mut p.sim.engines[0]).pop().unwrap();
+    let pkt = first_write_packet(&mut p);
     let plain = 12 + 16 + 64 + 4;
     assert_eq!(pkt.len(), plain + uroce_transport::engine::AUTH_TRAILER_LEN, "the trailer is in the packet");
     let body = pkt.len() - 4;
@@ -552,10 +557,7 @@ fn a_packet_whose_icrc_went_unchecked_needs_a_good_mac() {
     // A QP without a key: only the ICRC could vouch for the packet.
     let mut p = rc_pair();
     let (src, dst) = (p.src, p.dst);
-    p.sim.engines[0]
-        .post_send(p.a.qpn, wr(1, WrOp::RdmaWrite { remote_addr: Pair::DST_ADDR, rkey: dst }, 0, 64, src))
-        .unwrap();
-    let pkt = drain_packets(&mut p.sim.engines[0]).pop().unwrap();
+    let pkt = first_write_packet(&mut p);
     assert!(!marked_authenticated(&pkt));
     let meta = unchecked(&p);
     p.sim.engines[1].handle_packet(p.sim.now, meta, &pkt);
@@ -567,10 +569,7 @@ fn a_packet_whose_icrc_went_unchecked_needs_a_good_mac() {
     // An authenticated QP: its packets carry the mark; the tag decides.
     let mut p = auth_pair(QpType::Rc, [Some(KEY), Some(KEY)], uroce_transport::sim::LinkConfig::clean());
     let (src, dst) = (p.src, p.dst);
-    p.sim.engines[0]
-        .post_send(p.a.qpn, wr(1, WrOp::RdmaWrite { remote_addr: Pair::DST_ADDR, rkey: dst }, 0, 64, src))
-        .unwrap();
-    let pkt = drain_packets(&mut p.sim.engines[0]).pop().unwrap();
+    let pkt = first_write_packet(&mut p);
     assert!(marked_authenticated(&pkt));
     let mut changed = pkt.clone();
     changed[40] ^= 0x10;
