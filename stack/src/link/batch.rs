@@ -23,6 +23,10 @@ struct Kept {
     integrity: Integrity,
 }
 
+/// The fewest datagrams any link's receive asks the kernel for: a receive
+/// that brings fewer found the queue empty.
+pub const MIN_RECEIVE_BATCH: usize = 4;
+
 /// How many datagrams a link's next receive asks the kernel for: twice
 /// what the last receive brought, at least [`RxSizer::MIN`], at most the
 /// link's slots. Every message asked for costs a header set up before the
@@ -36,7 +40,7 @@ pub(crate) struct RxSizer {
 }
 
 impl RxSizer {
-    pub const MIN: usize = 4;
+    pub const MIN: usize = MIN_RECEIVE_BATCH;
 
     pub fn new(max: usize) -> RxSizer {
         RxSizer { want: Self::MIN.min(max), max }

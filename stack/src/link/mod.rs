@@ -38,7 +38,7 @@ pub mod spec;
 pub mod tap;
 pub mod udp;
 
-pub use batch::RxBatch;
+pub use batch::{RxBatch, MIN_RECEIVE_BATCH};
 pub use capture::Capture;
 pub use error::LinkError;
 pub use gid::{Gid, GidTable};

@@ -241,51 +241,59 @@ impl UdpLink {
         // An authenticated packet's MAC, checked by the engine, stands in
         // for its ICRC; a capture still wants the IPv4 Identification the
         // ICRC solves for.
-        if self.sink.is_none() && marked_authenticated(roce) {
-            self.stats.rx_packets += 1;
-            self.stats.rx_bytes += roce.len() as u64;
-            batch.keep_at(peer, src.port(), local, at, Integrity::Mac);
-            return true;
-        }
-        let mut hdr = [0u8; MAX_HEADERS_LEN];
-        let Some((iph, n)) = emit_headers((peer, src.port()), (local, ROCEV2_UDP_PORT), 0, roce.len(), &mut hdr) else {
-            self.stats.rx_malformed += 1;
-            return false;
-        };
-        let body = &roce[..roce.len() - ICRC_LEN];
-        let carried = icrc::carried(roce).unwrap_or(0);
-        let Ok(c0) = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body) else {
-            self.stats.rx_malformed += 1;
-            return false;
-        };
-        let integrity = match repr.ip {
-            IpFields::V6(_) if c0 == carried => Integrity::Icrc,
-            IpFields::V4(ref mut h) => match self.solver.solve(body.len(), c0 ^ carried) {
-                Some(ident) => {
-                    h.ident = ident;
-                    Integrity::IcrcButIpId { ident }
-                }
-                None => {
-                    self.stats.rx_icrc_bad += 1;
-                    return false;
-                }
-            },
-            IpFields::V6(_) => {
-                self.stats.rx_icrc_bad += 1;
-                return false;
+        let integrity = if self.sink.is_none() && marked_authenticated(roce) {
+            Integrity::Mac
+        } else {
+            match self.check_icrc((peer, src.port()), local, roce, &mut repr) {
+                Some(i) => i,
+                None => return false,
             }
         };
-        if integrity != Integrity::Icrc {
+        if matches!(integrity, Integrity::IcrcButIpId { .. }) {
             self.stats.rx_icrc_partial += 1;
         }
         self.stats.rx_packets += 1;
         self.stats.rx_bytes += roce.len() as u64;
         if let Some(sink) = self.sink.as_mut() {
             // The kernel hides the sender's UDP checksum: shown as zero over IPv4.
+            let carried = icrc::carried(roce).unwrap_or(0);
             Self::to_sink(sink, &mut self.scratch, Direction::Rx, &repr, roce, carried);
         }
         batch.keep_at(peer, src.port(), local, at, integrity);
         true
+    }
+
+    /// Checks the ICRC of `roce` from `peer` to `local`: how far it could
+    /// be checked (the IPv4 Identification, which the kernel hides, solved
+    /// into `repr`), or `None`, counted, for a bad or malformed packet.
+    fn check_icrc(
+        &mut self,
+        peer: (IpAddr, u16),
+        local: IpAddr,
+        roce: &[u8],
+        repr: &mut FrameRepr,
+    ) -> Option<Integrity> {
+        let mut hdr = [0u8; MAX_HEADERS_LEN];
+        let body = &roce[..roce.len() - ICRC_LEN];
+        let carried = icrc::carried(roce).unwrap_or(0);
+        let c0 = emit_headers(peer, (local, ROCEV2_UDP_PORT), 0, roce.len(), &mut hdr)
+            .and_then(|(iph, n)| icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body).ok());
+        let Some(c0) = c0 else {
+            self.stats.rx_malformed += 1;
+            return None;
+        };
+        let integrity = match repr.ip {
+            IpFields::V6(_) if c0 == carried => Some(Integrity::Icrc),
+            IpFields::V4(ref mut h) => self.solver.solve(body.len(), c0 ^ carried).map(|ident| {
+                h.ident = ident;
+                Integrity::IcrcButIpId { ident }
+            }),
+            IpFields::V6(_) => None,
+        };
+        if integrity.is_none() {
+            self.stats.rx_icrc_bad += 1;
+        }
+        integrity
     }
 }
 

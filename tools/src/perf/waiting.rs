@@ -26,12 +26,12 @@ thread_local! {
 /// thread short of a core gets one.
 pub fn idle(ctx: &Context) {
     let moved = ctx.try_progress() > 0;
-    let empty = EMPTY_ROUNDS.with(|n| {
-        n.set(if moved { 0 } else { n.get().saturating_add(1) });
-        n.get()
+    let offer_core = EMPTY_ROUNDS.with(|n| {
+        let empty = if moved { 0 } else { n.get() + 1 };
+        n.set(empty % SPIN_ROUNDS);
+        empty == SPIN_ROUNDS
     });
-    if empty >= SPIN_ROUNDS {
-        EMPTY_ROUNDS.with(|n| n.set(0));
+    if offer_core {
         std::thread::yield_now();
     } else {
         std::hint::spin_loop();

@@ -8,7 +8,7 @@ use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, TryLockError};
 use std::time::Duration;
-use uroce_stack::link::LinkInfo;
+use uroce_stack::link::{LinkInfo, MIN_RECEIVE_BATCH};
 
 /// The longest a blocking progress thread sleeps with nothing due: it wakes
 /// earlier for packets, the doorbell and timers.
@@ -16,10 +16,6 @@ const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// Receive batches a round takes in before it runs timers (a bound, so a
 /// flood cannot starve transmission). The lock is let go between batches.
 const MAX_DRAIN_BATCHES: usize = 64;
-/// A first receive of this many datagrams or more may have left more in the
-/// queue, which the round then drains: every link asks the kernel for at
-/// least this many at once (the udp link's `RxSizer::MIN`).
-const DRAIN_FROM: usize = 4;
 /// Empty rounds a busy-polling thread spins through before it starts yielding
 /// its core on each empty round.
 const BUSY_SPIN_ROUNDS: u32 = 64;
@@ -63,7 +59,7 @@ impl Driver {
         // than any link asks for found the queue empty: nothing to drain, and
         // no second recvmmsg between a ping-pong's packet and the
         // application that waits for it.
-        for _ in 0..MAX_DRAIN_BATCHES * usize::from(received >= DRAIN_FROM) {
+        for _ in 0..MAX_DRAIN_BATCHES * usize::from(received >= MIN_RECEIVE_BATCH) {
             match self.lock().receive(|| self.now(), Duration::ZERO) {
                 0 => break,
                 n => moved += n,
