@@ -31,7 +31,7 @@ use super::{DeviceSpec, LinkError};
 use crate::frame::{FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, UDP_HDR};
 use crate::pcap::LinkType;
 use crate::sys::epoll::Epoll;
-use crate::sys::iface;
+use crate::sys::iface::{self, Ipv6State};
 use crate::sys::mmsg::{self, RxMeta, TxMsg, MAX_BATCH};
 use crate::sys::packet::if_index;
 use crate::sys::udp::{UdpOptions, UdpSocket};
@@ -638,7 +638,9 @@ fn reduced_basis(after: usize) -> [(u32, u16); 32] {
 const DAD_WAIT: Duration = Duration::from_secs(4);
 
 /// [`bind`], waiting (bounded) while the IPv6 `ip` is still tentative on its
-/// interface (`scope`, for a link-local one).
+/// interface (`scope`, for a link-local one). A bind refused while the
+/// address was tentative is tried again even when the table, read a moment
+/// later, already says ready: detection may have ended in between.
 fn bind_when_ready(
     ip: IpAddr,
     scope: Option<&str>,
@@ -646,29 +648,32 @@ fn bind_when_ready(
     offload: UdpOffload,
 ) -> Result<UdpSocket, LinkError> {
     let deadline = std::time::Instant::now() + DAD_WAIT;
-    loop {
+    let mut tried_after_ready = false;
+    // Bounded by count as well: 50 ms apart, and one more try once ready.
+    for _ in 0..(DAD_WAIT.as_millis() / 50 + 2) {
         let r = bind(ip, scope_id, offload);
-        let tentative = match (&r, ip) {
+        let state = match (&r, ip) {
             (Err(LinkError::AddressNotAvailable(_)), IpAddr::V6(v6)) => {
                 let ifname = scope.map(str::to_string).or_else(|| iface::interface_of(ip));
-                ifname.is_some_and(|n| iface::ipv6_tentative(v6, &n))
+                ifname.map_or(Ipv6State::Absent, |n| iface::ipv6_state(v6, &n))
             }
-            _ => false,
+            _ => Ipv6State::Absent,
         };
-        if !tentative {
-            return r;
+        match state {
+            Ipv6State::Absent => return r,
+            Ipv6State::Ready if tried_after_ready => return r,
+            Ipv6State::Ready => tried_after_ready = true,
+            Ipv6State::Tentative if std::time::Instant::now() >= deadline => break,
+            Ipv6State::Tentative => std::thread::sleep(Duration::from_millis(50)),
         }
-        if std::time::Instant::now() >= deadline {
-            return Err(LinkError::Io {
-                what: format!("binding [{ip}]:4791"),
-                source: io::Error::other(format!(
-                    "the address is still tentative after {} s (duplicate address detection): is another host using it?",
-                    DAD_WAIT.as_secs()
-                )),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
+    Err(LinkError::Io {
+        what: format!("binding [{ip}]:4791"),
+        source: io::Error::other(format!(
+            "the address is still tentative after {} s (duplicate address detection): is another host using it?",
+            DAD_WAIT.as_secs()
+        )),
+    })
 }
 
 /// The socket on `ip:4791` (`scope_id`: the interface of a link-local `ip`).

@@ -153,18 +153,52 @@ pub fn interface_of(ip: IpAddr) -> Option<String> {
     all.into_iter().filter(|a| in_prefix(a.ip, a.prefix_len, ip)).max_by_key(|a| a.prefix_len).map(|a| a.ifname)
 }
 
-/// Whether the kernel holds `ip` on `ifname` as tentative: duplicate address
-/// detection still runs (a second or two after the interface came up), and
-/// nothing can bind the address until it ends (`/proc/net/if_inet6`, flag
-/// 0x40).
-pub fn ipv6_tentative(ip: Ipv6Addr, ifname: &str) -> bool {
-    let Ok(table) = std::fs::read_to_string("/proc/net/if_inet6") else { return false };
+/// What the kernel's table says of an IPv6 address on one interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ipv6State {
+    /// Not on the interface.
+    Absent,
+    /// Duplicate address detection still runs (a second or two after the
+    /// interface came up); nothing can bind the address until it ends.
+    Tentative,
+    /// Usable.
+    Ready,
+}
+
+/// The state of `ip` on `ifname` (`/proc/net/if_inet6`, flag 0x40 tentative).
+pub fn ipv6_state(ip: Ipv6Addr, ifname: &str) -> Ipv6State {
+    let Ok(table) = std::fs::read_to_string("/proc/net/if_inet6") else { return Ipv6State::Absent };
+    ipv6_state_in(&table, ip, ifname)
+}
+
+fn ipv6_state_in(table: &str, ip: Ipv6Addr, ifname: &str) -> Ipv6State {
     let hex: String = ip.octets().iter().map(|b| format!("{b:02x}")).collect();
-    table.lines().any(|line| {
+    let flags = table.lines().find_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
-        f.len() == 6
-            && f[0] == hex
-            && f[5] == ifname
-            && u8::from_str_radix(f[4], 16).is_ok_and(|flags| flags & 0x40 != 0)
-    })
+        (f.len() == 6 && f[0] == hex && f[5] == ifname).then(|| u32::from_str_radix(f[4], 16).unwrap_or(0))
+    });
+    match flags {
+        None => Ipv6State::Absent,
+        Some(f) if f & 0x40 != 0 => Ipv6State::Tentative,
+        Some(_) => Ipv6State::Ready,
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn the_address_table_tells_tentative_from_ready_and_absent() {
+        let table = "fd000012000000000000000000000002 03 40 00 c0       vb\n\
+                     fe80000000000000a8c1abfffe000001 03 40 20 80       vb\n\
+                     00000000000000000000000000000001 01 80 10 80       lo\n";
+        let global: Ipv6Addr = "fd00:12::2".parse().unwrap();
+        let ll: Ipv6Addr = "fe80::a8c1:abff:fe00:1".parse().unwrap();
+        assert_eq!(ipv6_state_in(table, global, "vb"), Ipv6State::Tentative);
+        assert_eq!(ipv6_state_in(table, ll, "vb"), Ipv6State::Ready);
+        assert_eq!(ipv6_state_in(table, Ipv6Addr::LOCALHOST, "lo"), Ipv6State::Ready);
+        assert_eq!(ipv6_state_in(table, global, "eth0"), Ipv6State::Absent);
+        assert_eq!(ipv6_state_in(table, "fd00:12::3".parse().unwrap(), "vb"), Ipv6State::Absent);
+    }
 }
