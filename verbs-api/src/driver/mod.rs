@@ -39,7 +39,7 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
-use tx::TxBatch;
+use tx::{AckHold, TxBatch};
 use uroce_stack::link::{Integrity, Link, LinkInfo, OpenedLink, RxBatch};
 use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Event, Gid, Instant, RxMeta};
 
@@ -55,6 +55,8 @@ pub(crate) struct Core {
     rx: RxBatch,
     /// Transmit buffers, reused by whichever thread sends.
     tx: TxBatch,
+    /// Whether lone ACKs wait for the next request (delayed ACKs).
+    ack_hold: AckHold,
     /// CQs armed with `req_notify`, fired when they hold a completion.
     armed: Vec<Armed>,
     /// QP1 and the CM, from rdma_cm's first use of the device.
@@ -131,6 +133,7 @@ impl Driver {
                 link,
                 rx: RxBatch::new(),
                 tx: TxBatch::new(),
+                ack_hold: AckHold::new(),
                 armed: Vec::new(),
                 qp1: None,
             }),
@@ -164,11 +167,16 @@ impl Driver {
     }
 
     /// Runs a verb on the engine, then sends what it queued (with any ACKs
-    /// a round held back) from this thread.
+    /// a round held back) from this thread. ACKs held back stay while the
+    /// verb queued nothing to send (a receive posted before the answer).
     pub fn post<R>(&self, verb: impl FnOnce(&mut Engine) -> R) -> R {
         let mut core = self.lock();
         let r = verb(&mut core.engine);
-        core.flush_tx(self.now(), false);
+        core.flush_tx(self.now(), true);
+        if core.ack_hold.take_wake_thread() {
+            drop(core);
+            self.ring();
+        }
         r
     }
 

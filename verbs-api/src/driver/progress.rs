@@ -1,9 +1,11 @@
 //! Progress: rounds that take packets in, run timers and serve QP1, and the
 //! thread that runs them (or does not, on a manual device).
 
+use super::tx::ACK_HOLD;
 use super::{Core, Driver, Fired};
 use crate::context::Progress;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::poll::{ppoll, PollFd, PollFlags};
+use nix::sys::time::TimeSpec;
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, TryLockError};
@@ -22,6 +24,12 @@ const BUSY_SPIN_ROUNDS: u32 = 64;
 /// A busy-poll progress thread dozes while an application thread helped
 /// this recently.
 const HELPER_RECENT: Duration = Duration::from_micros(200);
+/// A blocking progress thread stops watching the link while an application
+/// thread helped this recently: shorter, as a packet that comes while the
+/// application waits elsewhere (spinning on memory) waits for it to end.
+const HELPER_RECENT_BLOCKING: Duration = Duration::from_micros(50);
+/// The progress thread's timer slack (the kernel's default is 50 us).
+const TIMER_SLACK_NS: u64 = 1_000;
 /// How long a round waits inside `recv` on a link that offers no descriptor
 /// to wait on.
 const LINK_WAIT: Duration = Duration::from_millis(1);
@@ -49,7 +57,7 @@ impl Driver {
     /// A round that starts with the lock already taken.
     fn round_from(&self, mut core: MutexGuard<'_, Core>, wait: Duration, hold_acks: bool) -> usize {
         let start = self.now();
-        let sent = core.flush_tx(start, false);
+        let sent = core.flush_tx(start, hold_acks);
         let received = core.receive(|| self.now(), wait);
         drop(core);
         let mut moved = sent + received;
@@ -75,6 +83,9 @@ impl Driver {
             }
             let cm_events = core.with_qp1(|qp1, engine| qp1.serve(engine, now));
             moved += core.flush_tx(now, hold_acks);
+            if core.ack_hold.take_wake_thread() {
+                self.ring();
+            }
             let stats = self.publish_due(now).then(|| core.stats());
             (core.take_fired(), core.take_async_events(), cm_events, stats)
         };
@@ -115,40 +126,52 @@ impl Driver {
         if self.progress() == Progress::Manual {
             return 0;
         }
-        if self.progress() == Progress::BusyPoll {
-            self.last_help.store(self.now().as_nanos(), Ordering::Relaxed);
-        }
+        self.last_help.store(self.now().as_nanos(), Ordering::Relaxed);
         match self.core.try_lock() {
-            // The progress thread may sleep: nothing held back.
-            Ok(core) => self.round_from(core, Duration::ZERO, false),
-            Err(TryLockError::Poisoned(e)) => self.round_from(e.into_inner(), Duration::ZERO, false),
+            // ACKs held back: the progress thread ends the hold (AckHold).
+            Ok(core) => self.round_from(core, Duration::ZERO, true),
+            Err(TryLockError::Poisoned(e)) => self.round_from(e.into_inner(), Duration::ZERO, true),
             Err(TryLockError::WouldBlock) => 0,
         }
     }
 
-    /// Whether an application thread ran a round within the last [`HELPER_RECENT`].
-    fn app_is_helping(&self) -> bool {
+    /// How long an application thread that ran a round lately will count
+    /// as moving the packets ([`HELPER_RECENT`] after its last round, or
+    /// [`HELPER_RECENT_BLOCKING`]); None if it did not lately.
+    fn app_helps_for(&self, busy: bool) -> Option<Duration> {
+        let recent = if busy { HELPER_RECENT } else { HELPER_RECENT_BLOCKING };
         let last = self.last_help.load(Ordering::Relaxed);
-        last != 0 && self.now().as_nanos().saturating_sub(last) < HELPER_RECENT.as_nanos() as u64
+        let since = self.now().as_nanos().saturating_sub(last);
+        (last != 0 && since < recent.as_nanos() as u64).then(|| recent - Duration::from_nanos(since))
     }
 
     /// The progress thread.
     pub(super) fn run(&self) {
         let busy = self.progress() == Progress::BusyPoll;
+        // Its sleeps end on time, not up to the default 50 us late: a held
+        // ACK's hold is itself 50 us.
+        let _ = nix::sys::prctl::set_timerslack(TIMER_SLACK_NS);
         // Without a descriptor to sleep on, the thread waits inside `recv`.
         let in_recv = if busy || self.link_fd.is_some() { Duration::ZERO } else { LINK_WAIT };
         let mut idle_rounds = 0u32;
         while !self.stop.load(Ordering::Relaxed) {
             // A round that moved packets is followed by another at once.
-            if self.round(in_recv, true) > 0 {
+            let n = {
+                let mut core = self.lock();
+                core.ack_hold.thread_asleep = false;
+                self.round_from(core, in_recv, true)
+            };
+            if n > 0 {
                 idle_rounds = 0;
                 continue;
             }
-            if busy && self.app_is_helping() {
+            if let Some(left) = self.app_helps_for(busy) {
                 // The application's thread polls and moves the packets itself:
                 // spinning beside it only takes its core (two ends of a test in
-                // one process are four busy threads on this 2-core machine).
-                self.doze();
+                // one process are four busy threads on this 2-core machine),
+                // and waking for each packet it takes in would preempt it
+                // (or the peer's) on a machine with fewer cores than threads.
+                self.doze(left.min(ACK_HOLD));
             } else if busy {
                 // Spin, but after a few empty rounds offer the core to whoever
                 // waits for it (the application thread that polls the CQ):
@@ -161,27 +184,28 @@ impl Driver {
                     std::hint::spin_loop();
                 }
             } else {
-                self.sleep(self.idle_wait());
+                self.sleep(self.before_sleep());
             }
         }
     }
 
     /// How long the thread may sleep: until the engine's, QP1's or the
-    /// link's next deadline, at most [`IDLE_WAIT`].
-    fn idle_wait(&self) -> Duration {
-        let core = self.lock();
+    /// link's next deadline, or a running ACK hold's end, at most
+    /// [`IDLE_WAIT`]. From here until its next round, new holds are refused.
+    fn before_sleep(&self) -> Duration {
+        let mut core = self.lock();
+        core.ack_hold.thread_asleep = true;
         let now = self.now();
+        let hold_due = core.ack_hold.left(now);
         let engine_due = core.engine.poll_timeout().map(|t| t - now);
         let cm_due = core.qp1.as_ref().and_then(|q| q.cm.poll_timeout()).map(|t| t - now);
         let link_due = core.link.next_due().map(|t| t.saturating_duration_since(std::time::Instant::now()));
-        [engine_due, cm_due, link_due].into_iter().flatten().fold(IDLE_WAIT, Duration::min)
+        [engine_due, cm_due, link_due, hold_due].into_iter().flatten().fold(IDLE_WAIT, Duration::min)
     }
 
     /// Sleeps until the link is readable, the doorbell rings or `timeout` passes.
     fn sleep(&self, timeout: Duration) {
         let Some(link_fd) = &self.link_fd else { return };
-        // Round up: waking early only costs a loop; waking late delays a timer.
-        let ms = timeout.as_micros().div_ceil(1000).min(u128::from(u16::MAX)) as u16;
         // The link's multicast groups too (a link without: its own descriptor twice).
         let mcast = self.mcast_fd.as_ref().unwrap_or(link_fd);
         let mut fds = [
@@ -189,17 +213,18 @@ impl Driver {
             PollFd::new(link_fd.as_fd(), PollFlags::POLLIN),
             PollFd::new(mcast.as_fd(), PollFlags::POLLIN),
         ];
-        let _ = poll(&mut fds, PollTimeout::from(ms));
+        // Microseconds: a held ACK may be due within tens of them.
+        let _ = ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None);
         if fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
             let _ = self.doorbell.read();
         }
     }
 
-    /// Sleeps until the doorbell rings or a millisecond passes: not woken by
+    /// Sleeps until the doorbell rings or `timeout` passes: not woken by
     /// packets, which a helping application thread takes in.
-    fn doze(&self) {
+    fn doze(&self, timeout: Duration) {
         let mut fds = [PollFd::new(self.doorbell.as_fd(), PollFlags::POLLIN)];
-        if poll(&mut fds, PollTimeout::from(1u8)).is_ok_and(|n| n > 0) {
+        if ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None).is_ok_and(|n| n > 0) {
             let _ = self.doorbell.read();
         }
     }

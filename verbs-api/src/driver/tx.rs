@@ -3,6 +3,7 @@
 
 use super::Core;
 use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
 use uroce_stack::link::TxDatagram;
 use uroce_transport::engine::{Instant, Transmit, MAX_PACKET_LEN};
 
@@ -25,6 +26,100 @@ impl TxBatch {
     /// Whether every packet in the batch is an ACK alone.
     fn only_acks(&self) -> bool {
         self.meta.iter().all(|t| t.ack_only)
+    }
+}
+
+/// The longest lone ACKs wait for the application's next request to leave
+/// with. Far below the peer's retransmission timer (milliseconds); long
+/// enough for a program that polls its CQ, finds the peer's message and
+/// answers it.
+pub(super) const ACK_HOLD: Duration = Duration::from_micros(50);
+/// Holds that ended with a request leaving beside the ACKs, remembered up to
+/// this many: so many misses in a row turn holding off.
+const MAX_CREDIT: u8 = 3;
+/// With holding off, one hold in this many is tried again (the program may
+/// have started to answer).
+const PROBE_EVERY: u16 = 64;
+
+/// Delayed ACKs, as TCP delays its ACKs for the reply they can ride on: lone
+/// ACKs wait up to [`ACK_HOLD`] for the application's next request, so that
+/// a ping-pong's reply and the ACK of the message it answers leave in one
+/// system call, the reply first. The peer's application then finds the
+/// reply already in its memory when the ACK completes its own request, and
+/// its progress thread is not woken to take it in (perftest's write_lat
+/// waits for the reply by spinning on memory, not in a verb).
+///
+/// A flow that never answers (one-way WRITEs) would pay the hold on every
+/// ACK, so holding pays its way: each hold that ended with a request
+/// leaving beside the ACKs earns a credit, each that ran out (or filled a
+/// batch) spends one, and with none left only one hold in [`PROBE_EVERY`] is
+/// tried.
+///
+/// Who ends a hold that no request ends: the owner's next round on a manual
+/// device; else the progress thread, which never sleeps past a running hold,
+/// and is woken (its doorbell) when a hold starts while it sleeps on the
+/// link with no deadline of that kind (`thread_asleep`, set and read under
+/// the driver's lock).
+/// No kernel timer: arming and disarming one on every hold cost more here
+/// than the hold saved (each reprograms the virtual machine's timer).
+pub(super) struct AckHold {
+    /// When the ACKs waiting now were first held back.
+    since: Option<Instant>,
+    credit: u8,
+    /// Holds declined since the credit ran out.
+    declined: u16,
+    /// The progress thread sleeps until the link, the doorbell or a timer
+    /// wakes it: nothing would end a new hold in time.
+    pub thread_asleep: bool,
+    /// A hold started while the thread slept: ring its doorbell.
+    wake_thread: bool,
+}
+
+impl AckHold {
+    pub fn new() -> AckHold {
+        AckHold { since: None, credit: 1, declined: 0, thread_asleep: false, wake_thread: false }
+    }
+
+    /// How long the running hold has left at `now`, if one runs.
+    pub fn left(&self, now: Instant) -> Option<Duration> {
+        let end = self.since?.as_nanos() + ACK_HOLD.as_nanos() as u64;
+        Some(Duration::from_nanos(end.saturating_sub(now.as_nanos())))
+    }
+
+    /// Whether ACKs alone may stay back now: a hold already running that has
+    /// time left, or a new one if holding pays.
+    fn may_hold(&mut self, now: Instant) -> bool {
+        if let Some(left) = self.left(now) {
+            return !left.is_zero();
+        }
+        if self.credit == 0 {
+            self.declined += 1;
+            if self.declined < PROBE_EVERY {
+                return false;
+            }
+        }
+        self.declined = 0;
+        self.since = Some(now);
+        self.wake_thread |= self.thread_asleep;
+        true
+    }
+
+    /// Whether a hold started while the progress thread slept on the link
+    /// (once: the caller rings the doorbell, with the lock let go).
+    pub fn take_wake_thread(&mut self) -> bool {
+        std::mem::take(&mut self.wake_thread)
+    }
+
+    /// A batch left; `with_request`: it held a packet other than a lone
+    /// ACK. Ends a hold, if one ran.
+    fn sent(&mut self, with_request: bool) {
+        if self.since.take().is_none() {
+            return;
+        }
+        self.credit = match with_request {
+            true => (self.credit + 1).min(MAX_CREDIT),
+            false => self.credit.saturating_sub(1),
+        };
     }
 }
 
@@ -51,7 +146,7 @@ impl Core {
     /// are separate sequences, so the order between them is free; ACKs keep
     /// their order among themselves, as requests do.
     fn send_batch(&mut self) -> usize {
-        let Core { link, tx, .. } = self;
+        let Core { link, tx, ack_hold, .. } = self;
         let n = tx.meta.len();
         if n == 0 {
             return 0;
@@ -65,21 +160,22 @@ impl Core {
         if let Err(e) = link.send(&grams[..n]) {
             tracing::warn!("uroce: the link refused a batch of {n} packets: {e}");
         }
+        ack_hold.sent(!tx.only_acks());
         tx.meta.clear();
         n
     }
 
     /// Sends everything the engine has queued, in batches; how many packets.
-    /// With `hold_acks` (only for a caller that runs another round at once,
-    /// or soon), a last batch of ACKs alone stays for the next flush or
-    /// post: an ACK may wait that long (the peer's timer is milliseconds),
-    /// and leaves with the application's next request in one system call.
+    /// With `hold_acks`, a last batch of ACKs alone may stay for the
+    /// application's next request, as [`AckHold`] decides.
     pub(super) fn flush_tx(&mut self, now: Instant, hold_acks: bool) -> usize {
         let mut sent = 0;
         loop {
             self.fill(now);
             let engine_empty = self.tx.meta.len() < BATCH;
-            if self.tx.meta.is_empty() || (engine_empty && hold_acks && self.tx.only_acks()) {
+            if self.tx.meta.is_empty()
+                || (engine_empty && hold_acks && self.tx.only_acks() && self.ack_hold.may_hold(now))
+            {
                 return sent;
             }
             sent += self.send_batch();
@@ -98,6 +194,67 @@ fn lone_acks_last(batch: &[Transmit]) -> impl Iterator<Item = usize> + '_ {
 mod test {
     use super::*;
     use uroce_transport::engine::Gid;
+
+    fn at(us: u64) -> Instant {
+        Instant::from_nanos(us * 1000)
+    }
+
+    #[test]
+    fn a_hold_lasts_until_a_request_or_its_end() {
+        let mut hold = AckHold::new();
+        assert!(hold.may_hold(at(10)), "a new hold starts");
+        assert!(hold.may_hold(at(59)), "and runs for ACK_HOLD");
+        assert_eq!(hold.left(at(40)), Some(Duration::from_micros(20)));
+        assert!(!hold.may_hold(at(60)), "then ends");
+        hold.sent(true);
+        assert_eq!(hold.left(at(61)), None, "a batch that left ends it");
+    }
+
+    #[test]
+    fn holds_that_no_request_ends_turn_holding_off_but_for_probes() {
+        let mut hold = AckHold::new();
+        // One credit at the start: one hold that runs out spends it.
+        assert!(hold.may_hold(at(0)));
+        hold.sent(false);
+        let tried = (1..=2 * u64::from(PROBE_EVERY)).filter(|&t| {
+            let held = hold.may_hold(at(t * 100));
+            if held {
+                hold.sent(false);
+            }
+            held
+        });
+        assert_eq!(tried.count(), 2, "one hold in PROBE_EVERY is tried");
+        // A probe that a request ended earns the credit back.
+        while !hold.may_hold(at(1_000_000)) {}
+        hold.sent(true);
+        assert!(hold.may_hold(at(2_000_000)));
+    }
+
+    #[test]
+    fn credit_is_capped() {
+        let mut hold = AckHold::new();
+        for t in 0..10 {
+            assert!(hold.may_hold(at(t * 100)));
+            hold.sent(true);
+        }
+        // MAX_CREDIT holds that run out in a row, then holding is off.
+        for t in 0..u64::from(MAX_CREDIT) {
+            assert!(hold.may_hold(at(10_000 + t * 100)));
+            hold.sent(false);
+        }
+        assert!(!hold.may_hold(at(20_000)));
+    }
+
+    #[test]
+    fn a_hold_begun_while_the_thread_sleeps_asks_for_it_once() {
+        let mut hold = AckHold::new();
+        hold.thread_asleep = true;
+        assert!(hold.may_hold(at(0)));
+        assert!(hold.take_wake_thread());
+        assert!(!hold.take_wake_thread());
+        assert!(hold.may_hold(at(1)), "the hold runs on");
+        assert!(!hold.take_wake_thread(), "without a second ring");
+    }
 
     #[test]
     fn lone_acks_leave_after_the_requests_of_their_batch() {
