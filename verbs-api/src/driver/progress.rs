@@ -1,7 +1,6 @@
 //! Progress: rounds that take packets in, run timers and serve QP1, and the
 //! thread that runs them (or does not, on a manual device).
 
-use super::tx::ACK_HOLD;
 use super::{Core, Driver, Fired};
 use crate::context::Progress;
 use nix::poll::{ppoll, PollFd, PollFlags};
@@ -24,10 +23,8 @@ const BUSY_SPIN_ROUNDS: u32 = 64;
 /// A busy-poll progress thread dozes while an application thread helped
 /// this recently.
 const HELPER_RECENT: Duration = Duration::from_micros(200);
-/// A blocking progress thread stops watching the link while an application
-/// thread helped this recently: shorter, as a packet that comes while the
-/// application waits elsewhere (spinning on memory) waits for it to end.
-const HELPER_RECENT_BLOCKING: Duration = Duration::from_micros(50);
+/// How long a busy-poll progress thread dozes at a time.
+const BUSY_DOZE: Duration = Duration::from_millis(1);
 /// The progress thread's timer slack (the kernel's default is 50 us).
 const TIMER_SLACK_NS: u64 = 1_000;
 /// How long a round waits inside `recv` on a link that offers no descriptor
@@ -126,7 +123,9 @@ impl Driver {
         if self.progress() == Progress::Manual {
             return 0;
         }
-        self.last_help.store(self.now().as_nanos(), Ordering::Relaxed);
+        if self.progress() == Progress::BusyPoll {
+            self.last_help.store(self.now().as_nanos(), Ordering::Relaxed);
+        }
         match self.core.try_lock() {
             // ACKs held back: the progress thread ends the hold (AckHold).
             Ok(core) => self.round_from(core, Duration::ZERO, true),
@@ -135,14 +134,10 @@ impl Driver {
         }
     }
 
-    /// How long an application thread that ran a round lately will count
-    /// as moving the packets ([`HELPER_RECENT`] after its last round, or
-    /// [`HELPER_RECENT_BLOCKING`]); None if it did not lately.
-    fn app_helps_for(&self, busy: bool) -> Option<Duration> {
-        let recent = if busy { HELPER_RECENT } else { HELPER_RECENT_BLOCKING };
+    /// Whether an application thread ran a round within the last [`HELPER_RECENT`].
+    fn app_is_helping(&self) -> bool {
         let last = self.last_help.load(Ordering::Relaxed);
-        let since = self.now().as_nanos().saturating_sub(last);
-        (last != 0 && since < recent.as_nanos() as u64).then(|| recent - Duration::from_nanos(since))
+        last != 0 && self.now().as_nanos().saturating_sub(last) < HELPER_RECENT.as_nanos() as u64
     }
 
     /// The progress thread.
@@ -165,13 +160,15 @@ impl Driver {
                 idle_rounds = 0;
                 continue;
             }
-            if let Some(left) = self.app_helps_for(busy) {
+            if busy && self.app_is_helping() {
                 // The application's thread polls and moves the packets itself:
                 // spinning beside it only takes its core (two ends of a test in
-                // one process are four busy threads on this 2-core machine),
-                // and waking for each packet it takes in would preempt it
-                // (or the peer's) on a machine with fewer cores than threads.
-                self.doze(left.min(ACK_HOLD));
+                // one process are four busy threads on this 2-core machine).
+                // A hold started meanwhile ends at the application's next
+                // round after it, or at the doze's end. (A blocking thread
+                // that dozed likewise, in 50 us turns, made read_lat, whose
+                // responder answers from its progress thread, twice as slow.)
+                self.doze(BUSY_DOZE);
             } else if busy {
                 // Spin, but after a few empty rounds offer the core to whoever
                 // waits for it (the application thread that polls the CQ):
