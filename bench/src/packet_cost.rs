@@ -66,7 +66,7 @@ impl Bench {
     fn wr(&mut self) -> SendWr {
         self.wr_id += 1;
         let op = WrOp::RdmaWrite { remote_addr: DST, rkey: self.dst_key };
-        SendWr::new(self.wr_id, op, vec![Sge { addr: SRC, length: PAYLOAD as u32, lkey: self.src_key }])
+        SendWr::new(self.wr_id, op, Sge { addr: SRC, length: PAYLOAD as u32, lkey: self.src_key })
     }
 
     fn now(&self) -> Instant {

@@ -209,7 +209,7 @@ mod qp1 {
         let keys = e.reg_mr(pd, 0x1000, Box::new(vec![0u8; 2 * 296]), AccessFlags::LOCAL_WRITE).unwrap();
         for i in 0..2u64 {
             let sge = Sge { addr: 0x1000 + i * 296, length: 296, lkey: keys.lkey };
-            e.post_recv(qpn, RecvWr { wr_id: i, sg_list: vec![sge] }).unwrap();
+            e.post_recv(qpn, RecvWr { wr_id: i, sg_list: sge.into() }).unwrap();
         }
         let meta = RxMeta {
             src_gid: Gid::from_ipv4([198, 18, 0, 12]),

@@ -39,7 +39,7 @@ fn post(p: &mut Pair, wr_id: u64, op: WrOp, len: u32) -> u32 {
 fn post_recv(p: &mut Pair, wr_id: u64, len: u32) -> u32 {
     let dst = p.reg_mr(1, 0x8000, vec![0; 4096], REGION_ACCESS);
     let sge = Sge { addr: 0x8000, length: len, lkey: dst };
-    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id, sg_list: vec![sge] }).unwrap();
+    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id, sg_list: sge.into() }).unwrap();
     dst
 }
 
@@ -406,7 +406,7 @@ fn srq_serves_receives_and_raises_its_limit_event() {
     let Pair { mut sim, a, b, .. } = p;
     for i in 0..4u64 {
         let sge = Sge { addr: 0x8000 + 64 * i, length: 64, lkey: dst };
-        sim.engines[1].post_srq_recv(srq, RecvWr { wr_id: 100 + i, sg_list: vec![sge] }).unwrap();
+        sim.engines[1].post_srq_recv(srq, RecvWr { wr_id: 100 + i, sg_list: sge.into() }).unwrap();
     }
     let src = sim.engines[0].reg_mr(a.pd, 0x1000, Box::new(vec![9u8; 64]), REGION_ACCESS).unwrap().lkey;
     for i in 0..3 {
@@ -483,7 +483,7 @@ fn send_with_invalidate_of_an_unknown_key_is_remote_invalid_request() {
 fn receive_with_a_bad_lkey_is_remote_operational_error() {
     let mut p = pair();
     let sge = Sge { addr: 0x8000, length: 64, lkey: 0x0bad_0100 };
-    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 5, sg_list: vec![sge] }).unwrap();
+    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 5, sg_list: sge.into() }).unwrap();
     post(&mut p, 1, WrOp::Send, 10);
     let wcs = run_for_sends(&mut p, 1);
     assert_eq!(wcs[0].status, WcStatus::RemOpErr);

@@ -135,7 +135,7 @@ fn drive(e: &mut Engine, qpn: u32, t: QpType, state: QpState, open: &Region) {
     if target_rank >= 1 {
         for i in 0..8 {
             let sge = Sge { addr: open.addr + 512 * i, length: 512, lkey: open.key };
-            e.post_recv(qpn, RecvWr { wr_id: i, sg_list: vec![sge] }).unwrap();
+            e.post_recv(qpn, RecvWr { wr_id: i, sg_list: sge.into() }).unwrap();
         }
     }
     match state {
@@ -261,7 +261,7 @@ fn post_random_wr(rng: &mut ChaCha8Rng, e: &mut Engine, t: &Target, open: &Regio
     wr.ud = Some(UdDest { dgid: Gid::default(), remote_qpn: PEER_QPN, remote_qkey: QKEY });
     let _ = e.post_send(t.qpn, wr);
     let sge = Sge { addr: open.addr + 512 * rng.gen_range(0..8), length: 512, lkey: open.key };
-    let _ = e.post_recv(t.qpn, RecvWr { wr_id: rng.gen(), sg_list: vec![sge] });
+    let _ = e.post_recv(t.qpn, RecvWr { wr_id: rng.gen(), sg_list: sge.into() });
 }
 
 fn run(seed: u64, packets: usize) {

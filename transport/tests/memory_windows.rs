@@ -107,7 +107,7 @@ impl Setup {
     fn post_recv(&mut self, node: usize, qp: &Endpoint) {
         let at = 0x70_0000 + qp.qpn as u64 * 0x1000;
         let key = self.p.reg_mr(node, at, vec![0; 64], REGION_ACCESS);
-        let wr = RecvWr { wr_id: 70, sg_list: vec![Sge { addr: at, length: 64, lkey: key }] };
+        let wr = RecvWr { wr_id: 70, sg_list: Sge { addr: at, length: 64, lkey: key }.into() };
         self.p.sim.engines[node].post_recv(qp.qpn, wr).unwrap();
     }
 

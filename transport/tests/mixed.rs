@@ -96,7 +96,7 @@ fn run(seed: u64, wrs: usize) {
             0..=1 => {
                 let d = take(to, len);
                 let rsge = Sge { addr: 0x200_0000 + d as u64, length: len as u32, lkey: dst[to] };
-                sim.engines[to].post_recv(ends[to].qpn, RecvWr { wr_id, sg_list: vec![rsge] }).unwrap();
+                sim.engines[to].post_recv(ends[to].qpn, RecvWr { wr_id, sg_list: rsge.into() }).unwrap();
                 let op = if rng.gen() { WrOp::Send } else { WrOp::SendWithImm { imm: i as u32 } };
                 (op, local(src[from], s, len), Expect::Bytes { src: s, dst: d, len, into_recv: true }, WcOpcode::Send)
             }
@@ -108,7 +108,7 @@ fn run(seed: u64, wrs: usize) {
             }
             4 => {
                 let d = take(to, len);
-                sim.engines[to].post_recv(ends[to].qpn, RecvWr { wr_id, sg_list: vec![] }).unwrap();
+                sim.engines[to].post_recv(ends[to].qpn, RecvWr { wr_id, sg_list: vec![].into() }).unwrap();
                 let op = WrOp::RdmaWriteWithImm { remote_addr: 0x200_0000 + d as u64, rkey: dst[to], imm: i as u32 };
                 let e = Expect::Bytes { src: s, dst: d, len, into_recv: true };
                 (op, local(src[from], s, len), e, WcOpcode::RdmaWrite)

@@ -42,7 +42,7 @@ impl Node {
             for k in 0..count {
                 let at = 0x10_0000 + (i as u64 * 16 + k) * 512;
                 let sge = Sge { addr: at, length: 512, lkey: self.buf };
-                e.post_recv(qp.qpn, RecvWr { wr_id: k, sg_list: vec![sge] }).unwrap();
+                e.post_recv(qp.qpn, RecvWr { wr_id: k, sg_list: sge.into() }).unwrap();
             }
         }
     }

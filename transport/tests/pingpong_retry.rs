@@ -123,7 +123,7 @@ fn naks_that_acknowledge_refill_the_retry_budget() {
     let dst = p.reg_mr(1, 0, vec![0u8; len], AccessFlags::LOCAL_WRITE);
     let Pair { mut sim, a, b, .. } = p;
     let sge = |lkey| vec![Sge { addr: 0, length: len as u32, lkey }];
-    sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 1, sg_list: sge(dst) }).unwrap();
+    sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 1, sg_list: sge(dst).into() }).unwrap();
     sim.engines[0].post_send(a.qpn, SendWr::new(2, WrOp::Send, sge(src))).unwrap();
     // Data packets seen per PSN offset; the first PSN is the first seen.
     let sent = Arc::new(Mutex::new((None, [0u32; 10])));

@@ -302,7 +302,7 @@ fn send_with_invalidate_of_an_ordinary_mr_is_refused() {
         let qpn = p.b.qpn;
         let key = p.reg_mr(1, 0x4_0000, vec![0; 64], REGION_ACCESS);
         let sge = Sge { addr: 0x4_0000, length: 64, lkey: key };
-        p.sim.engines[1].post_recv(qpn, uroce_transport::engine::RecvWr { wr_id: 9, sg_list: vec![sge] }).unwrap();
+        p.sim.engines[1].post_recv(qpn, uroce_transport::engine::RecvWr { wr_id: 9, sg_list: sge.into() }).unwrap();
     };
     post_recv(&mut p);
     let victim = p.dst;
@@ -335,7 +335,7 @@ fn send_with_invalidate_of_an_ordinary_mr_is_refused() {
     assert_eq!(read_mr(&p.sim.engines[1], victim, 0, 8), vec![0x5a; 8]);
     let recv = p.reg_mr(0, 0x9_0000, vec![0; 64], REGION_ACCESS);
     let sge = Sge { addr: 0x9_0000, length: 64, lkey: recv };
-    p.sim.engines[0].post_recv(a2.qpn, uroce_transport::engine::RecvWr { wr_id: 3, sg_list: vec![sge] }).unwrap();
+    p.sim.engines[0].post_recv(a2.qpn, uroce_transport::engine::RecvWr { wr_id: 3, sg_list: sge.into() }).unwrap();
     let send = SendWr::new(4, WrOp::Send, vec![Sge { addr: Pair::DST_ADDR, length: 8, lkey: victim }]);
     p.sim.engines[1].post_send(b2.qpn, send).unwrap();
     run(&mut p);
@@ -478,7 +478,7 @@ fn authenticated_rc_works_under_loss() {
     let key = p.reg_mr(1, 0x4_0000, vec![0; 8192], REGION_ACCESS);
     for i in 0..8 {
         let sge = Sge { addr: 0x4_0000 + i * 1024, length: 1024, lkey: key };
-        p.sim.engines[1].post_recv(p.b.qpn, uroce_transport::engine::RecvWr { wr_id: i, sg_list: vec![sge] }).unwrap();
+        p.sim.engines[1].post_recv(p.b.qpn, uroce_transport::engine::RecvWr { wr_id: i, sg_list: sge.into() }).unwrap();
     }
     let (src, dst) = (p.src, p.dst);
     let mut n = 0;

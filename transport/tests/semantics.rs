@@ -68,7 +68,7 @@ fn sq_sig_all_completes_unsignaled_work_requests_too() {
 fn inline_data_is_copied_when_posted() {
     let mut p = pair(QpType::Rc);
     let sge = Sge { addr: 0x8000, length: 256, lkey: p.dst };
-    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 1, sg_list: vec![sge] }).unwrap();
+    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 1, sg_list: sge.into() }).unwrap();
     let mut wr = SendWr::new(1, WrOp::Send, vec![Sge { addr: 0x1000, length: 100, lkey: p.src }]);
     wr.flags |= SendFlags::INLINE;
     p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
@@ -108,7 +108,7 @@ fn multi_sge_gathers_and_scatters_across_regions() {
         Sge { addr: 0x20_0000, length: 1800, lkey: dst2 },
         Sge { addr: 0x8000 + 4000, length: 600, lkey: p.dst },
     ];
-    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 9, sg_list: scatter }).unwrap();
+    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 9, sg_list: scatter.into() }).unwrap();
     p.sim.engines[0].post_send(p.a.qpn, SendWr::new(1, WrOp::Send, gather.clone())).unwrap();
     // And a READ of the same 3000 bytes back into three local pieces.
     let back = p.sim.engines[0].reg_mr(p.a.pd, 0x30_0000, Box::new(vec![0u8; 4096]), REGION_ACCESS).unwrap().lkey;
@@ -259,7 +259,7 @@ fn a_uc_local_error_moves_the_send_queue_to_sqe_and_back() {
     let mut p = pair(QpType::Uc);
     let sge = Sge { addr: 0x8000, length: 4096, lkey: p.dst };
     for id in 0..2 {
-        p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 100 + id, sg_list: vec![sge] }).unwrap();
+        p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 100 + id, sg_list: sge.into() }).unwrap();
     }
     let bad = SendWr::new(1, WrOp::Send, vec![Sge { addr: 0x1000, length: 8, lkey: p.src ^ 0x100 }]);
     p.sim.engines[0].post_send(p.a.qpn, bad).unwrap();
@@ -275,7 +275,7 @@ fn a_uc_local_error_moves_the_send_queue_to_sqe_and_back() {
     assert_eq!(ids(&poll_all(&mut p.sim.engines[0], p.a.send_cq)), [(3, WcStatus::WrFlushErr)]);
     let back = SendWr::new(7, WrOp::Send, vec![Sge { addr: 0x8000, length: 5, lkey: p.dst }]);
     let rsge = Sge { addr: 0x1000 + 0x8000, length: 64, lkey: p.src };
-    p.sim.engines[0].post_recv(p.a.qpn, RecvWr { wr_id: 70, sg_list: vec![rsge] }).unwrap();
+    p.sim.engines[0].post_recv(p.a.qpn, RecvWr { wr_id: 70, sg_list: rsge.into() }).unwrap();
     p.sim.engines[1].post_send(p.b.qpn, back).unwrap();
     quiesce(&mut p);
     assert_eq!(ids(&poll_all(&mut p.sim.engines[0], p.a.recv_cq)), [(70, WcStatus::Success)]);
@@ -296,7 +296,7 @@ fn uc_loses_a_whole_message_with_one_packet_and_reuses_its_receive() {
     let mut p = pair(QpType::Uc);
     let sge = |i: u64| Sge { addr: 0x8000 + 4096 * i, length: 4096, lkey: p.dst };
     for id in 0..2 {
-        p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 100 + id, sg_list: vec![sge(id)] }).unwrap();
+        p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 100 + id, sg_list: sge(id).into() }).unwrap();
     }
     // Two 3-packet SENDs; the link loses the MIDDLE of the first.
     let mut middles = 0;
@@ -322,7 +322,7 @@ fn ud_messages_above_the_mtu_are_not_sent_and_not_received() {
     o.sq_sig_all = true;
     let mut p = pair_with(o);
     let rsge = Sge { addr: 0x8000, length: 4096, lkey: p.dst };
-    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 1, sg_list: vec![rsge] }).unwrap();
+    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 1, sg_list: rsge.into() }).unwrap();
     let dest = UdDest { dgid: p.sim.gids[1], remote_qpn: p.b.qpn, remote_qkey: o.qkey };
     for (id, len) in [(1u64, 1025u32), (2, 1024)] {
         let mut wr = SendWr::new(id, WrOp::Send, vec![Sge { addr: 0x1000, length: len, lkey: p.src }]);
@@ -340,7 +340,7 @@ fn ud_messages_above_the_mtu_are_not_sent_and_not_received() {
     assert_eq!((grh[20], &grh[32..36], &grh[36..40]), (0x45, &[10u8, 0, 0, 1][..], &[10u8, 0, 0, 2][..]));
     // A receiver drops a UD packet above its MTU.
     let rsge = Sge { addr: 0x8000 + 8192, length: 8192, lkey: p.dst };
-    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 2, sg_list: vec![rsge] }).unwrap();
+    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 2, sg_list: rsge.into() }).unwrap();
     let mut r = RoceRepr::new(BthRepr::new(Opcode::UdSendOnly, p.b.qpn, Psn::new(0)));
     r.deth = Some(DethRepr { qkey: o.qkey, src_qp: p.a.qpn, reserved: 0 });
     let mut pkt = vec![0u8; r.buffer_len(2048)];
@@ -374,7 +374,7 @@ fn psns_wrap_around_24_bits() {
     link.loss = 0.02;
     p.sim.link = link;
     let sge = Sge { addr: 0x8000, length: 20_000, lkey: p.dst };
-    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 1, sg_list: vec![sge] }).unwrap();
+    p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 1, sg_list: sge.into() }).unwrap();
     p.sim.engines[0].post_send(p.a.qpn, write_wr(&p, 1, 20_000, 20_000)).unwrap();
     let back = p.sim.engines[0].reg_mr(p.a.pd, 0x40_0000, Box::new(vec![0u8; 20_000]), REGION_ACCESS).unwrap().lkey;
     let rd = WrOp::RdmaRead { remote_addr: 0x8000 + 20_000, rkey: p.dst };
@@ -414,7 +414,7 @@ fn acks_waiting_to_be_sent_are_coalesced_into_one() {
     let mut p = pair(QpType::Rc);
     for id in 0..5 {
         let sge = Sge { addr: 0x8000 + 64 * id, length: 64, lkey: p.dst };
-        p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: id, sg_list: vec![sge] }).unwrap();
+        p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: id, sg_list: sge.into() }).unwrap();
         let wr = SendWr::new(id, WrOp::Send, vec![Sge { addr: 0x1000, length: 10, lkey: p.src }]);
         p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
     }
@@ -452,7 +452,7 @@ fn counters_count_what_rxe_counts() {
     let mut p = pair(QpType::Rc);
     for id in 0..3u64 {
         let sge = Sge { addr: 0x8000 + 4096 * id, length: 4096, lkey: p.dst };
-        p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: id, sg_list: vec![sge] }).unwrap();
+        p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: id, sg_list: sge.into() }).unwrap();
         let mut wr = SendWr::new(id, WrOp::Send, vec![Sge { addr: 0x1000, length: 2000, lkey: p.src }]);
         wr.flags = SendFlags::EMPTY;
         p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
@@ -572,7 +572,7 @@ fn attributes_modified_in_rts_take_effect() {
     p.sim.engines[1].modify_qp(p.b.qpn, &a, QpAttrMask::STATE | QpAttrMask::QKEY).unwrap();
     let rsge = Sge { addr: 0x8000, length: 4096, lkey: p.dst };
     for id in 0..2 {
-        p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: id, sg_list: vec![rsge] }).unwrap();
+        p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: id, sg_list: rsge.into() }).unwrap();
     }
     for (id, qkey) in [(1, o.qkey), (2, 0x2222)] {
         let mut wr = SendWr::new(id, WrOp::Send, vec![Sge { addr: 0x1000, length: 8, lkey: p.src }]);
@@ -603,7 +603,7 @@ fn a_qp_on_an_srq_reports_its_last_wqe_and_leaves_the_srq_alone() {
     let (mut p, srq) = Pair::with_srq(4, &o, SrqAttr { max_wr: 2, max_sge: 1, srq_limit: 0 });
     let key = p.reg_mr(1, 0x8000, vec![0u8; 64], REGION_ACCESS);
     let Pair { mut sim, b, .. } = p;
-    let wr = |id| RecvWr { wr_id: id, sg_list: vec![Sge { addr: 0x8000, length: 64, lkey: key }] };
+    let wr = |id| RecvWr { wr_id: id, sg_list: Sge { addr: 0x8000, length: 64, lkey: key }.into() };
     sim.engines[1].post_srq_recv(srq, wr(1)).unwrap();
     sim.engines[1].post_srq_recv(srq, wr(2)).unwrap();
     assert!(matches!(sim.engines[1].post_srq_recv(srq, wr(3)), Err(Error::QueueFull { .. })));

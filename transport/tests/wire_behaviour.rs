@@ -24,7 +24,7 @@ fn rc_send_is_segmented_acked_once_per_message_with_counting_msn() {
     let Pair { mut sim, a, b, src, dst } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     for i in 0..3u64 {
         let sge = Sge { addr: 0x8000 + 4096 * i, length: 4096, lkey: dst };
-        sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: i, sg_list: vec![sge] }).unwrap();
+        sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: i, sg_list: sge.into() }).unwrap();
         let wr = SendWr::new(i, WrOp::Send, vec![Sge { addr: 0x1000, length: 4096, lkey: src }]);
         sim.engines[0].post_send(a.qpn, wr).unwrap();
     }
@@ -134,10 +134,10 @@ fn duplicate_atomic_is_answered_from_the_resource_not_executed_again() {
 fn duplicate_send_is_acked_again_and_received_once() {
     let Pair { mut sim, a, b, src, dst } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     sim.engines[1]
-        .post_recv(b.qpn, RecvWr { wr_id: 1, sg_list: vec![Sge { addr: 0x8000, length: 64, lkey: dst }] })
+        .post_recv(b.qpn, RecvWr { wr_id: 1, sg_list: Sge { addr: 0x8000, length: 64, lkey: dst }.into() })
         .unwrap();
     sim.engines[1]
-        .post_recv(b.qpn, RecvWr { wr_id: 2, sg_list: vec![Sge { addr: 0x8000, length: 64, lkey: dst }] })
+        .post_recv(b.qpn, RecvWr { wr_id: 2, sg_list: Sge { addr: 0x8000, length: 64, lkey: dst }.into() })
         .unwrap();
     let wr = SendWr::new(1, WrOp::Send, vec![Sge { addr: 0x1000, length: 10, lkey: src }]);
     sim.engines[0].post_send(a.qpn, wr).unwrap();
@@ -232,8 +232,8 @@ fn sqd_stops_new_work_and_reports_drained() {
 fn solicited_event_bit_only_on_the_last_packet_of_a_send_or_write_with_immediate() {
     let Pair { mut sim, a, b, src, dst } = setup(QpOptions::new(QpType::Rc, Mtu::Mtu1024));
     let sge = Sge { addr: 0x8000, length: 4096, lkey: dst };
-    sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 1, sg_list: vec![sge] }).unwrap();
-    sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 2, sg_list: vec![] }).unwrap();
+    sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 1, sg_list: sge.into() }).unwrap();
+    sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 2, sg_list: vec![].into() }).unwrap();
     let ops = [
         WrOp::Send,
         WrOp::RdmaWrite { remote_addr: 0x8000, rkey: dst },

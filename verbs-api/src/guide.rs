@@ -30,9 +30,9 @@
 //! let remote = pd_b.reg_mr(4096, rw).unwrap();
 //!
 //! // SEND with immediate into a posted receive.
-//! b.post_recv(&RecvWr { wr_id: 7, sg_list: vec![remote.sge(0, 64)] }).unwrap();
+//! b.post_recv(&RecvWr { wr_id: 7, sg_list: remote.sge(0, 64).into() }).unwrap();
 //! local.write(0, b"ping");
-//! a.post_send(&SendWr::new(1, WrOp::SendWithImm { imm: 0x1234 }, vec![local.sge(0, 4)])).unwrap();
+//! a.post_send(&SendWr::new(1, WrOp::SendWithImm { imm: 0x1234 }, local.sge(0, 4))).unwrap();
 //! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::Success);
 //! let wc = cq_b.wait_one(t).unwrap();
 //! assert_eq!((wc.wr_id, wc.opcode, wc.byte_len, wc.imm_data), (7, WcOpcode::Recv, 4, 0x1234));
@@ -41,10 +41,10 @@
 //! // RDMA WRITE, then READ it back.
 //! local.write(100, b"written by A");
 //! let write = WrOp::RdmaWrite { remote_addr: remote.addr() + 1000, rkey: remote.rkey() };
-//! a.post_send(&SendWr::new(2, write, vec![local.sge(100, 12)])).unwrap();
+//! a.post_send(&SendWr::new(2, write, local.sge(100, 12))).unwrap();
 //! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::Success);
 //! let read = WrOp::RdmaRead { remote_addr: remote.addr() + 1000, rkey: remote.rkey() };
-//! a.post_send(&SendWr::new(3, read, vec![local.sge(2000, 12)])).unwrap();
+//! a.post_send(&SendWr::new(3, read, local.sge(2000, 12))).unwrap();
 //! assert_eq!(cq_a.wait_one(t).unwrap().opcode, WcOpcode::RdmaRead);
 //! let mut back = [0u8; 12];
 //! local.read(2000, &mut back);
@@ -53,13 +53,13 @@
 //! // FETCH_ADD and CMP_SWAP on an 8-byte counter at the target.
 //! remote.write(8, &41u64.to_le_bytes());
 //! let add = WrOp::AtomicFetchAdd { remote_addr: remote.addr() + 8, rkey: remote.rkey(), add: 1 };
-//! a.post_send(&SendWr::new(4, add, vec![local.sge(3000, 8)])).unwrap();
+//! a.post_send(&SendWr::new(4, add, local.sge(3000, 8))).unwrap();
 //! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::Success);
 //! let mut old = [0u8; 8];
 //! local.read(3000, &mut old);
 //! assert_eq!(u64::from_le_bytes(old), 41);
 //! let cas = WrOp::AtomicCmpSwp { remote_addr: remote.addr() + 8, rkey: remote.rkey(), compare: 42, swap: 100 };
-//! a.post_send(&SendWr::new(5, cas, vec![local.sge(3008, 8)])).unwrap();
+//! a.post_send(&SendWr::new(5, cas, local.sge(3008, 8))).unwrap();
 //! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::Success);
 //! let mut now = [0u8; 8];
 //! remote.read(8, &mut now);
@@ -88,11 +88,11 @@
 //!     qp.connect(&c).unwrap();
 //! }
 //! let rx = pd_b.reg_mr(GRH_LEN + 64, AccessFlags::LOCAL_WRITE).unwrap();
-//! b.post_recv(&RecvWr { wr_id: 1, sg_list: vec![rx.sge(0, (GRH_LEN + 64) as u32)] }).unwrap();
+//! b.post_recv(&RecvWr { wr_id: 1, sg_list: rx.sge(0, (GRH_LEN + 64) as u32).into() }).unwrap();
 //!
 //! let tx = pd_a.reg_mr_with(b"datagram".to_vec(), AccessFlags::LOCAL_WRITE).unwrap();
 //! let ah = pd_a.create_ah(ctx_b.query_gid(1).unwrap());
-//! let mut wr = SendWr::new(9, WrOp::Send, vec![tx.sge(0, 8)]);
+//! let mut wr = SendWr::new(9, WrOp::Send, tx.sge(0, 8));
 //! wr.ud = Some(ah.dest(b.qp_num(), qkey));
 //! a.post_send(&wr).unwrap();
 //!
@@ -129,12 +129,12 @@
 //! let rx = pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
 //! let tx = pd_a.reg_mr_with(vec![1; 64], AccessFlags::LOCAL_WRITE).unwrap();
 //! for i in 0..3u64 {
-//!     b.post_recv(&RecvWr { wr_id: i, sg_list: vec![rx.sge(0, 64)] }).unwrap();
+//!     b.post_recv(&RecvWr { wr_id: i, sg_list: rx.sge(0, 64).into() }).unwrap();
 //! }
 //! let mut got = 0;
 //! for i in 0..3u64 {
 //!     cq_b.req_notify(false).unwrap();
-//!     a.post_send(&SendWr::new(i, WrOp::Send, vec![tx.sge(0, 64)])).unwrap();
+//!     a.post_send(&SendWr::new(i, WrOp::Send, tx.sge(0, 64))).unwrap();
 //!     let fired = channel.get_cq_event(t).unwrap();
 //!     assert!(fired == cq_b);
 //!     let mut wcs = [cq_a.wait_one(t).unwrap(); 4];
@@ -176,7 +176,7 @@
 //! // A writes through the window's key (B would send it the key and address).
 //! let src = pd_a.reg_mr_with(b"through a window".to_vec(), AccessFlags::LOCAL_WRITE).unwrap();
 //! let write = WrOp::RdmaWrite { remote_addr: region.addr() + 2048, rkey };
-//! a.post_send(&SendWr::new(2, write, vec![src.sge(0, 16)])).unwrap();
+//! a.post_send(&SendWr::new(2, write, src.sge(0, 16))).unwrap();
 //! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::Success);
 //! let mut got = [0u8; 16];
 //! region.read(2048, &mut got);
@@ -185,7 +185,7 @@
 //! // B takes it back; the same WRITE is now a remote access error.
 //! b.post_send(&mw.local_inv_wr(3)).unwrap();
 //! assert_eq!(cq_b.wait_one(t).unwrap().opcode, WcOpcode::LocalInv);
-//! a.post_send(&SendWr::new(4, write, vec![src.sge(0, 16)])).unwrap();
+//! a.post_send(&SendWr::new(4, write, src.sge(0, 16))).unwrap();
 //! assert_eq!(cq_a.wait_one(t).unwrap().status, WcStatus::RemAccessErr);
 //! ```
 //!
@@ -227,14 +227,14 @@
 //! let (spd, scq) = (sctx.alloc_pd(), sctx.create_cq(16, None).unwrap());
 //! let sqp = req.id.create_qp(&spd, &QpInit::ud(&scq, &scq)).unwrap();
 //! let rx = spd.reg_mr(GRH_LEN + 64, AccessFlags::LOCAL_WRITE).unwrap();
-//! sqp.post_recv(&RecvWr { wr_id: 1, sg_list: vec![rx.sge(0, (GRH_LEN + 64) as u32)] }).unwrap();
+//! sqp.post_recv(&RecvWr { wr_id: 1, sg_list: rx.sge(0, (GRH_LEN + 64) as u32).into() }).unwrap();
 //! req.id.accept(None).unwrap();
 //!
 //! let est = client_ch.get_cm_event(t).unwrap();
 //! assert_eq!(est.event, CmEventType::Established);
 //! assert_eq!((est.param.qp_num, est.param.qkey), (sqp.qp_num(), RDMA_UDP_QKEY));
 //! let tx = pd.reg_mr_with(b"resolved".to_vec(), AccessFlags::LOCAL_WRITE).unwrap();
-//! let mut wr = SendWr::new(2, WrOp::Send, vec![tx.sge(0, 8)]);
+//! let mut wr = SendWr::new(2, WrOp::Send, tx.sge(0, 8));
 //! let to = pd.create_ah(client.address_vector().unwrap().dgid);
 //! wr.ud = Some(to.dest(est.param.qp_num, est.param.qkey));
 //! qp.post_send(&wr).unwrap();
@@ -264,14 +264,14 @@
 //!     c.qkey = 0x2222_2222;
 //!     qp.connect(&c).unwrap();
 //!     let rx = pd.reg_mr(GRH_LEN + 64, AccessFlags::LOCAL_WRITE).unwrap();
-//!     qp.post_recv(&RecvWr { wr_id: 1, sg_list: vec![rx.sge(0, (GRH_LEN + 64) as u32)] }).unwrap();
+//!     qp.post_recv(&RecvWr { wr_id: 1, sg_list: rx.sge(0, (GRH_LEN + 64) as u32).into() }).unwrap();
 //!     qp.attach_mcast(group).unwrap();
 //!     members.push((ctx, pd, cq, qp, rx));
 //! }
 //! // The first member sends to the group; both get the datagram.
 //! let (_, pd, cq, qp, _) = &members[0];
 //! let tx = pd.reg_mr_with(b"to all".to_vec(), AccessFlags::LOCAL_WRITE).unwrap();
-//! let mut wr = SendWr::new(7, WrOp::Send, vec![tx.sge(0, 6)]);
+//! let mut wr = SendWr::new(7, WrOp::Send, tx.sge(0, 6));
 //! wr.ud = Some(pd.create_ah(group).dest(MULTICAST_QPN, 0x2222_2222));
 //! qp.post_send(&wr).unwrap();
 //! assert_eq!(cq.wait_one(t).unwrap().opcode, WcOpcode::Send);

@@ -30,7 +30,7 @@
 //!
 //! let src = pd.reg_mr_with(b"hello, RDMA".to_vec(), AccessFlags::LOCAL_WRITE).unwrap();
 //! let dst = pd.reg_mr(64, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
-//! a.post_send(&SendWr::new(1, WrOp::RdmaWrite { remote_addr: dst.addr(), rkey: dst.rkey() }, vec![src.sge(0, 11)]))
+//! a.post_send(&SendWr::new(1, WrOp::RdmaWrite { remote_addr: dst.addr(), rkey: dst.rkey() }, src.sge(0, 11)))
 //!     .unwrap();
 //! let wc = cq.wait_one(std::time::Duration::from_secs(5)).unwrap();
 //! assert_eq!(wc.status, WcStatus::Success);
@@ -73,6 +73,6 @@ pub use window::{next_key, Mw};
 
 pub use uroce_transport::engine::{
     AccessFlags, AddressVector, Counter, Event, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpState, QpType, RecvWr,
-    SendFlags, SendWr, Sge, SrqAttr, UdDest, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOp, GRH_LEN,
+    SendFlags, SendWr, SgList, Sge, SrqAttr, UdDest, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOp, GRH_LEN,
 };
 pub use uroce_transport::engine::{MwBind, MwType, MULTICAST_QPN};

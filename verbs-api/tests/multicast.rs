@@ -32,7 +32,7 @@ fn member(dev: &str) -> Member {
     qp.connect(&c).unwrap();
     let rx = pd.reg_mr(8 * 512, AccessFlags::LOCAL_WRITE).unwrap();
     for i in 0..8u64 {
-        qp.post_recv(&RecvWr { wr_id: i, sg_list: vec![rx.sge(i as usize * 512, 512)] }).unwrap();
+        qp.post_recv(&RecvWr { wr_id: i, sg_list: rx.sge(i as usize * 512, 512).into() }).unwrap();
     }
     Member { _ctx: ctx, pd, cq, qp, rx }
 }

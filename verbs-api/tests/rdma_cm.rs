@@ -110,7 +110,7 @@ fn a_connection_carries_send_write_and_read() {
     let rw = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
     let cbuf = c.pd.reg_mr(4096, rw).unwrap();
     let sbuf = s.pd.reg_mr(4096, rw).unwrap();
-    s.qp.post_recv(&RecvWr { wr_id: 1, sg_list: vec![sbuf.sge(0, 64)] }).unwrap();
+    s.qp.post_recv(&RecvWr { wr_id: 1, sg_list: sbuf.sge(0, 64).into() }).unwrap();
     cbuf.write(0, b"ping");
     c.qp.post_send(&SendWr::new(1, WrOp::Send, vec![cbuf.sge(0, 4)])).unwrap();
     assert_eq!(c.cq.wait_one(T).unwrap().status, WcStatus::Success);
@@ -152,7 +152,7 @@ fn disconnect_from_the_server() {
     c.id.disconnect().unwrap();
     expect(&sch, CmEventType::Disconnected);
     // Posting on a disconnected QP flushes.
-    c.qp.post_recv(&RecvWr { wr_id: 9, sg_list: vec![] }).unwrap();
+    c.qp.post_recv(&RecvWr { wr_id: 9, sg_list: vec![].into() }).unwrap();
     assert_eq!(c.cq.wait_one(T).unwrap().status, WcStatus::WrFlushErr);
 }
 

@@ -34,7 +34,7 @@ fn ud_qp(id: &CmId, slots: u64) -> Ud {
     assert_eq!((qp.state(), qp.query().qkey), (QpState::Rts, RDMA_UDP_QKEY), "ready at once, rdma_cm's Q_Key");
     let rx = pd.reg_mr(SLOT * slots as usize, AccessFlags::LOCAL_WRITE).unwrap();
     for i in 0..slots {
-        qp.post_recv(&RecvWr { wr_id: i, sg_list: vec![rx.sge(i as usize * SLOT, SLOT as u32)] }).unwrap();
+        qp.post_recv(&RecvWr { wr_id: i, sg_list: rx.sge(i as usize * SLOT, SLOT as u32).into() }).unwrap();
     }
     Ud { ctx, pd, cq, qp, rx }
 }

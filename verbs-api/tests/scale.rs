@@ -41,7 +41,7 @@ fn sixty_four_qps_on_one_context_transfer_at_once() {
         .collect();
     // Every QP: a 64 KiB WRITE, then a SEND that tells the target it is there.
     for (i, (a, b)) in pairs.iter().enumerate() {
-        b.post_recv(&RecvWr { wr_id: i as u64, sg_list: vec![rx.sge(i * 8, 8)] }).unwrap();
+        b.post_recv(&RecvWr { wr_id: i as u64, sg_list: rx.sge(i * 8, 8).into() }).unwrap();
         let write = WrOp::RdmaWrite { remote_addr: dst.addr() + (i * LEN) as u64, rkey: dst.rkey() };
         a.post_send(&SendWr::new(i as u64, write, vec![src.sge(i * LEN, LEN as u32)])).unwrap();
         a.post_send(&SendWr::new(1000 + i as u64, WrOp::Send, vec![src.sge(i * LEN, 8)])).unwrap();
@@ -71,7 +71,7 @@ fn an_srq_feeds_several_qps_and_raises_its_limit_event() {
     let srq = pd_b.create_srq(SrqAttr { max_wr: 64, max_sge: 1, srq_limit: 0 }).unwrap();
     let rx = pd_b.reg_mr(32 * 16, AccessFlags::LOCAL_WRITE).unwrap();
     for i in 0..32u64 {
-        srq.post_recv(&RecvWr { wr_id: i, sg_list: vec![rx.sge(i as usize * 16, 16)] }).unwrap();
+        srq.post_recv(&RecvWr { wr_id: i, sg_list: rx.sge(i as usize * 16, 16).into() }).unwrap();
     }
     srq.modify_limit(8).unwrap();
     let tx = pd_a.reg_mr_with(vec![3; 16], AccessFlags::LOCAL_WRITE).unwrap();
@@ -113,7 +113,7 @@ fn cq_overflow_is_an_async_error_not_a_panic() {
     connect_pair(&a, &b);
     let rx = pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
     for i in 0..10 {
-        b.post_recv(&RecvWr { wr_id: i, sg_list: vec![rx.sge(0, 64)] }).unwrap();
+        b.post_recv(&RecvWr { wr_id: i, sg_list: rx.sge(0, 64).into() }).unwrap();
     }
     let tx = pd_a.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
     for i in 0..10 {

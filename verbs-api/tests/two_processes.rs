@@ -43,7 +43,7 @@ fn target_process() {
     mr.write(128, b"from the target");
     let gid = Gid::from_ipv4(peer.octets());
     qp.to_init(&ConnectAttr::new(0, 0, gid)).unwrap();
-    qp.post_recv(&RecvWr { wr_id: 5, sg_list: vec![mr.sge(1024, 64)] }).unwrap();
+    qp.post_recv(&RecvWr { wr_id: 5, sg_list: mr.sge(1024, 64).into() }).unwrap();
     println!("{TAG}{} {} {} {}", qp.qp_num(), qp.initial_psn(), mr.rkey(), mr.addr());
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line).unwrap();

@@ -45,8 +45,8 @@ fn bad_keys_and_ranges_complete_with_the_nic_statuses() {
 fn list_posts_name_the_failing_request() {
     let p = pair(32, Progress::Blocking);
     let mr = p.pd_a.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
-    let ok = RecvWr { wr_id: 1, sg_list: vec![mr.sge(0, 8)] };
-    let too_many = RecvWr { wr_id: 2, sg_list: vec![mr.sge(0, 1); 100] };
+    let ok = RecvWr { wr_id: 1, sg_list: mr.sge(0, 8).into() };
+    let too_many = RecvWr { wr_id: 2, sg_list: vec![mr.sge(0, 1); 100].into() };
     let err = p.a.post_recv_list(&[ok.clone(), ok, too_many]).unwrap_err();
     assert_eq!(err.index, 2);
     assert!(err.to_string().contains("ibv_post_recv"), "{err}");
@@ -75,7 +75,7 @@ fn several_threads_post_and_poll_one_context() {
     let per_thread = 200u64;
     let rx = p.pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
     for i in 0..threads * per_thread {
-        p.b.post_recv(&RecvWr { wr_id: i, sg_list: vec![rx.sge(0, 64)] }).unwrap();
+        p.b.post_recv(&RecvWr { wr_id: i, sg_list: rx.sge(0, 64).into() }).unwrap();
     }
     let tx = p.pd_a.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
     let seen = std::sync::atomic::AtomicUsize::new(0);

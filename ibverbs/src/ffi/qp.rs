@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use uroce_verbs::{
     AccessFlags, AddressVector, Gid, Mtu, Pd, Qp, QpAttr, QpAttrMask, QpCap, QpInit, QpState, QpType, RecvWr,
-    SendFlags, SendWr, Sge, WrOp,
+    SendFlags, SendWr, SgList, Sge, WrOp,
 };
 
 /// A QP as C holds it: a `verbs_qp` (`ibv_qp_ex`, whose first member is
@@ -336,7 +336,7 @@ pub fn sync_state(qp: *mut IbvQp) {
 }
 
 /// The scatter/gather list of a C work request.
-pub fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<Sge>, c_int> {
+pub fn sges(list: *const IbvSge, n: c_int) -> Result<SgList, c_int> {
     Ok(sge_slice(list, n)?.iter().map(|s| Sge { addr: s.addr, length: s.length, lkey: s.lkey }).collect())
 }
 

@@ -16,7 +16,7 @@ use crate::explain::explain;
 use core::ffi::{c_int, c_void};
 use core::ptr;
 use std::sync::MutexGuard;
-use uroce_verbs::{SendFlags, SendWr, Sge, WrOp};
+use uroce_verbs::{SendFlags, SendWr, SgList, Sge, WrOp};
 
 /// The work requests of one `ibv_wr_start` .. `ibv_wr_complete`, each with
 /// the data of an inline one, and the first error a builder met.
@@ -58,7 +58,7 @@ fn begin(qpx: *mut IbvQpEx, op: WrOp) {
         // SAFETY: qpx is the live ibv_qp_ex (batch_of); the program writes
         // these two fields directly, and reads nothing we write here.
         let (wr_id, flags) = unsafe { (ptr::addr_of!((*qpx).wr_id).read(), ptr::addr_of!((*qpx).wr_flags).read()) };
-        let wr = SendWr { wr_id, sg_list: Vec::new(), op, flags: SendFlags(flags), ud: None };
+        let wr = SendWr { wr_id, sg_list: SgList::new(), op, flags: SendFlags(flags), ud: None };
         b.wrs.push((wr, None));
     })
 }

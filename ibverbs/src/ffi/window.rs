@@ -133,7 +133,13 @@ pub extern "C" fn bind_mw_slot(qp: *mut IbvQp, mw: *mut IbvMw, bind: *mut IbvMwB
             let (m, old) = window(mw)?;
             let rkey = next_key(old);
             let op = bind_op(mw, rkey, &b.bind_info)?;
-            let wr = SendWr { wr_id: b.wr_id, sg_list: Vec::new(), op, flags: SendFlags(b.send_flags), ud: None };
+            let wr = SendWr {
+                wr_id: b.wr_id,
+                sg_list: uroce_verbs::SgList::new(),
+                op,
+                flags: SendFlags(b.send_flags),
+                ud: None,
+            };
             q.inner.post_send(&wr).map_err(refused("ibv_bind_mw"))?;
             // SAFETY: the live window's C struct (see `window`).
             unsafe { (*m.mw.get()).rkey = rkey };

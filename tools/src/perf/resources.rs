@@ -264,14 +264,14 @@ impl Resources {
         if matches!(p.verb, Verb::Send | Verb::Write) && size <= u64::from(p.inline_size) {
             flags |= SendFlags::INLINE;
         }
-        SendWr { wr_id: i as u64, sg_list: vec![sge], op, flags, ud: self.ud_dest(i, rem) }
+        SendWr { wr_id: i as u64, sg_list: sge.into(), op, flags, ud: self.ud_dest(i, rem) }
     }
 
     /// Receive `k` of QP `i` (`ctx_set_recv_wqes`); UD receives take the GRH too.
     pub fn recv_wr(&self, p: &Params, i: usize, size: u64, k: u64) -> RecvWr {
         let slot = if p.tst == Tst::Bw { self.layout.slot(size, k) } else { 0 };
         let len = size + if p.conn == Conn::Ud { UD_ADDITION } else { 0 };
-        RecvWr { wr_id: i as u64, sg_list: vec![self.sge(self.layout.recv_off(i) + slot, len)] }
+        RecvWr { wr_id: i as u64, sg_list: self.sge(self.layout.recv_off(i) + slot, len).into() }
     }
 
     /// Posts `count` receives on every QP.

@@ -200,7 +200,7 @@ fn setup(p: &Params, ctx: Context) -> Result<Side, String> {
 
 fn post_recvs(p: &Params, side: &Side, n: u32) -> Result<(), String> {
     let len = p.size + if p.ud { GRH as u32 } else { 0 };
-    let wr = RecvWr { wr_id: RECV_WRID, sg_list: vec![side.mr.sge(0, len)] };
+    let wr = RecvWr { wr_id: RECV_WRID, sg_list: side.mr.sge(0, len).into() };
     for i in 0..n {
         side.qp.post_recv(&wr).map_err(|e| format!("Couldn't post receive ({i}): {e}"))?;
     }

@@ -280,7 +280,7 @@ impl Cb {
     /// Posts the one receive of the advertisement buffer.
     pub fn post_recv(&self) -> Result<(), Error> {
         let res = self.res.as_ref().expect("set up");
-        res.qp.post_recv(&RecvWr { wr_id: 0, sg_list: vec![res.recv.sge(0, INFO_LEN as u32)] })
+        res.qp.post_recv(&RecvWr { wr_id: 0, sg_list: res.recv.sge(0, INFO_LEN as u32).into() })
     }
 
     /// Sends what the send buffer holds (`cb->sq_wr`).

@@ -55,7 +55,10 @@ pub use state::{required_mask, MAX_RD_ATOMIC};
 pub use status::WcStatus;
 pub use time::{ack_timeout, rnr_timer, Instant};
 pub use window::{MwBind, MwType};
-pub use wr::{AccessFlags, Gid, RecvWr, SendFlags, SendWr, Sge, UdDest, WcFlags, WcOpcode, WorkCompletion, WrOp};
+pub use wr::{
+    AccessFlags, Gid, RecvWr, SendFlags, SendWr, SgList, Sge, UdDest, WcFlags, WcOpcode, WorkCompletion, WrOp,
+    INLINE_SGES,
+};
 
 use crate::wire::{Bth, RocePacket, RoceRepr, Transport};
 use crate::Psn;

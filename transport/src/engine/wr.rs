@@ -327,11 +327,26 @@ impl WrOp {
     }
 }
 
+/// SGEs a work request holds in place before its list goes to the heap:
+/// most requests have one, and a post should allocate nothing.
+pub const INLINE_SGES: usize = 2;
+
+/// A work request's scatter/gather list: `sge.into()` for one,
+/// `vec![..].into()` for several; reads as a slice.
+pub type SgList = smallvec::SmallVec<[Sge; INLINE_SGES]>;
+
+/// A list of one SGE, with no allocation: `sg_list: mr.sge(0, 64).into()`.
+impl From<Sge> for SgList {
+    fn from(sge: Sge) -> SgList {
+        smallvec::smallvec![sge]
+    }
+}
+
 /// A send work request (`struct ibv_send_wr`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendWr {
     pub wr_id: u64,
-    pub sg_list: Vec<Sge>,
+    pub sg_list: SgList,
     pub op: WrOp,
     pub flags: SendFlags,
     /// Destination of a UD send; ignored on RC and UC.
@@ -340,8 +355,8 @@ pub struct SendWr {
 
 impl SendWr {
     /// A signaled work request with no UD destination.
-    pub fn new(wr_id: u64, op: WrOp, sg_list: Vec<Sge>) -> SendWr {
-        SendWr { wr_id, sg_list, op, flags: SendFlags::SIGNALED, ud: None }
+    pub fn new(wr_id: u64, op: WrOp, sg_list: impl Into<SgList>) -> SendWr {
+        SendWr { wr_id, sg_list: sg_list.into(), op, flags: SendFlags::SIGNALED, ud: None }
     }
 }
 
@@ -349,7 +364,7 @@ impl SendWr {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RecvWr {
     pub wr_id: u64,
-    pub sg_list: Vec<Sge>,
+    pub sg_list: SgList,
 }
 
 /// `enum ibv_wc_opcode`.

@@ -36,7 +36,7 @@
 //! eight retransmissions, read within a millisecond when it runs again).
 
 use super::{Endpoint, LinkConfig, Pair, QpOptions, Sim};
-use crate::engine::{AccessFlags, Counter, Mtu, QpType, RecvWr, SendWr, Sge, WcStatus, WorkCompletion, WrOp};
+use crate::engine::{AccessFlags, Counter, Mtu, QpType, RecvWr, SendWr, SgList, Sge, WcStatus, WorkCompletion, WrOp};
 use core::time::Duration;
 
 const SIZE: u32 = 4096;
@@ -104,8 +104,8 @@ impl PingPong {
         pp
     }
 
-    fn sge(&self, i: usize) -> Vec<Sge> {
-        vec![Sge { addr: BUFFER, length: SIZE, lkey: self.keys[i] }]
+    fn sge(&self, i: usize) -> SgList {
+        smallvec::smallvec![Sge { addr: BUFFER, length: SIZE, lkey: self.keys[i] }]
     }
 
     fn post_recv(&mut self, i: usize) {

@@ -5,7 +5,7 @@
 use super::probe::{poll_all, read_mr};
 use super::{connect, create_endpoint, Endpoint, LinkConfig, LinkStats, QpOptions, Sim};
 use crate::engine::{
-    AccessFlags, Engine, Mtu, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
+    AccessFlags, Engine, Mtu, QpType, RecvWr, SendFlags, SendWr, SgList, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
     WorkCompletion, WrOp, GRH_LEN,
 };
 use core::time::Duration;
@@ -143,11 +143,11 @@ pub fn run_op(
             let base = DST + (m * recv_each) as u64;
             // Every other receive is scattered over several SGEs.
             let sg_list = if recv_each == 0 || op == Op::WriteWithImm {
-                vec![]
+                SgList::new()
             } else if m % 2 == 1 {
                 split(base, recv_each as u32, dst_key)
             } else {
-                vec![Sge { addr: base, length: recv_each as u32, lkey: dst_key }]
+                smallvec::smallvec![Sge { addr: base, length: recv_each as u32, lkey: dst_key }]
             };
             sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 1000 + m as u64, sg_list }).map_err(|e| e.to_string())?;
         }
@@ -161,8 +161,8 @@ pub fn run_op(
         let carries_data = op != Op::Read;
         let inline = variant == 2 && carries_data && size <= o.cap.max_inline_data as usize;
         let local = match variant {
-            _ if size == 0 => vec![],
-            0 => vec![Sge { addr: base, length: size as u32, lkey: key }],
+            _ if size == 0 => SgList::new(),
+            0 => smallvec::smallvec![Sge { addr: base, length: size as u32, lkey: key }],
             _ => split(base, size as u32, key),
         };
         let remote_addr = if op == Op::Read { SRC + off } else { DST + off };
@@ -240,12 +240,12 @@ pub fn run_op(
 
 /// `len` bytes at `addr` as a scatter/gather list of up to three pieces of
 /// uneven sizes with an empty SGE among them.
-fn split(addr: u64, len: u32, lkey: u32) -> Vec<Sge> {
+fn split(addr: u64, len: u32, lkey: u32) -> SgList {
     let a = len / 3 + 1;
     let a = a.min(len);
     let b = (len - a) / 2;
     let c = len - a - b;
-    let mut v = vec![Sge { addr, length: a, lkey }, Sge { addr: 0, length: 0, lkey: 0 }];
+    let mut v: SgList = smallvec::smallvec![Sge { addr, length: a, lkey }, Sge { addr: 0, length: 0, lkey: 0 }];
     for (at, l) in [(a, b), (a + b, c)] {
         if l > 0 {
             v.push(Sge { addr: addr + u64::from(at), length: l, lkey });

@@ -191,7 +191,7 @@ impl Qp1 {
     }
 
     fn post_recv(&self, engine: &mut Engine, slot: usize) {
-        let wr = RecvWr { wr_id: slot as u64, sg_list: vec![self.recv.sge(slot, RECV_LEN)] };
+        let wr = RecvWr { wr_id: slot as u64, sg_list: self.recv.sge(slot, RECV_LEN).into() };
         if let Err(e) = engine.post_recv(self.qpn, wr) {
             tracing::warn!("rdma_cm: QP1 refused a receive: {e}");
         }

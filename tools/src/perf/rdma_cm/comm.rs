@@ -92,7 +92,7 @@ impl CmComm {
 
     /// `post_one_recv_wqe`.
     fn post_recv(&self) -> Result<(), String> {
-        let wr = RecvWr { wr_id: 0, sg_list: vec![self.mr.sge(RECV_OFF, MSG_MAX as u32)] };
+        let wr = RecvWr { wr_id: 0, sg_list: self.mr.sge(RECV_OFF, MSG_MAX as u32).into() };
         self.qp.post_recv(&wr).map_err(|e| format!("Function ibv_post_recv failed for RDMA_CM QP: {e}"))
     }
 

@@ -31,7 +31,7 @@ impl Hello {
 
     /// Server, before it accepts: a receive for the client's datagram.
     pub fn expect(&self, qp: &Qp) -> Result<(), String> {
-        let wr = RecvWr { wr_id: 0, sg_list: vec![self.0.sge(0, HELLO_LEN as u32)] };
+        let wr = RecvWr { wr_id: 0, sg_list: self.0.sge(0, HELLO_LEN as u32).into() };
         qp.post_recv(&wr)
             .map_err(|e| format!("Failed to post receive for RDMA CM UD request connection parameters: {e}"))
     }
