@@ -44,6 +44,9 @@ pub struct CommonArgs {
     /// At most N request packets unacknowledged across the device's RC QPs (default: what the link's receive queue holds)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_inflight: Option<u32>,
+    /// Delayed ACKs: how long an ACK may wait for this end's next request, to leave behind it (default 50; 0: never wait)
+    #[arg(long, value_name = "US")]
+    pub ack_delay: Option<u64>,
     /// Log what the stack does (tracing)
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
@@ -85,7 +88,8 @@ impl CommonArgs {
 
     fn options(&self, progress: Progress, pcap: Option<PathBuf>) -> Result<OpenOptions, String> {
         let max_inflight_psns = self.max_inflight;
-        Ok(OpenOptions { progress, seed: self.seed, pcap, impair: self.impair()?, max_inflight_psns })
+        let ack_delay = self.ack_delay.map(std::time::Duration::from_micros);
+        Ok(OpenOptions { progress, seed: self.seed, pcap, impair: self.impair()?, max_inflight_psns, ack_delay })
     }
 
     /// Opens `-d`, or the first free loopback address. `pcap_suffix` keeps two

@@ -47,6 +47,12 @@ pub struct OpenOptions {
     /// 1024 when the link cannot tell. Many QPs streaming at once past what
     /// the peer's queue holds lose packets and all go back N.
     pub max_inflight_psns: Option<u32>,
+    /// Delayed ACKs: how long lone ACKs may wait for the application's
+    /// next request, to leave behind it in one system call. `None`: 50 us;
+    /// zero: ACKs leave at once. A wait that no request ends costs the peer
+    /// that much latency, so the device stops waiting while waits do not
+    /// pay (a one-way flow).
+    pub ack_delay: Option<std::time::Duration>,
 }
 
 /// An open device: cheap to clone; the last clone (children hold one too)

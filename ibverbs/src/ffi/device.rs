@@ -209,13 +209,27 @@ pub fn is_device_ip(ip: std::net::IpAddr) -> bool {
 }
 
 /// How the drop-in's contexts move packets: a background thread per device,
-/// so one-sided operations land while the program computes or spins on memory.
+/// so one-sided operations land while the program computes or spins on memory;
+/// `UROCE_ACK_DELAY_US` sets the delayed ACKs' wait.
 fn open_options() -> OpenOptions {
     let progress = match std::env::var("UROCE_PROGRESS").as_deref() {
         Ok("busy-poll") => Progress::BusyPoll,
         _ => Progress::Blocking,
     };
-    OpenOptions { progress, ..OpenOptions::default() }
+    OpenOptions { progress, ack_delay: ack_delay_from_env(), ..OpenOptions::default() }
+}
+
+/// `UROCE_ACK_DELAY_US`, in microseconds; a value that is not a number is
+/// named on stderr and the default kept.
+fn ack_delay_from_env() -> Option<std::time::Duration> {
+    let value = std::env::var("UROCE_ACK_DELAY_US").ok()?;
+    match value.trim().parse::<u64>() {
+        Ok(us) => Some(std::time::Duration::from_micros(us)),
+        Err(_) => {
+            eprintln!("uroce: UROCE_ACK_DELAY_US={value:?} is not a number of microseconds: the default (50) is used");
+            None
+        }
+    }
 }
 
 #[no_mangle]

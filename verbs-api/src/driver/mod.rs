@@ -133,7 +133,7 @@ impl Driver {
                 link,
                 rx: RxBatch::new(),
                 tx: TxBatch::new(),
-                ack_hold: AckHold::new(),
+                ack_hold: AckHold::new(opts.ack_delay.unwrap_or(tx::ACK_HOLD)),
                 armed: Vec::new(),
                 qp1: None,
             }),

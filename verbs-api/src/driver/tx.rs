@@ -29,11 +29,11 @@ impl TxBatch {
     }
 }
 
-/// The longest lone ACKs wait for the application's next request to leave
-/// with. Far below the peer's retransmission timer (milliseconds); long
-/// enough for a program that polls its CQ, finds the peer's message and
-/// answers it.
-pub(super) const ACK_HOLD: Duration = Duration::from_micros(50);
+/// The longest lone ACKs wait, by default, for the application's next
+/// request to leave with (`OpenOptions::ack_delay`). Far below the peer's
+/// retransmission timer (milliseconds); long enough for a program that
+/// polls its CQ, finds the peer's message and answers it.
+pub const ACK_HOLD: Duration = Duration::from_micros(50);
 /// Holds that ended with a request leaving beside the ACKs, remembered up to
 /// this many: so many misses in a row turn holding off.
 const MAX_CREDIT: u8 = 3;
@@ -42,7 +42,8 @@ const MAX_CREDIT: u8 = 3;
 const PROBE_EVERY: u16 = 64;
 
 /// Delayed ACKs, as TCP delays its ACKs for the reply they can ride on: lone
-/// ACKs wait up to [`ACK_HOLD`] for the application's next request, so that
+/// ACKs wait up to `limit` ([`ACK_HOLD`] unless the device was opened with
+/// another) for the application's next request, so that
 /// a ping-pong's reply and the ACK of the message it answers leave in one
 /// system call, the reply first. The peer's application then finds the
 /// reply already in its memory when the ACK completes its own request, and
@@ -63,6 +64,8 @@ const PROBE_EVERY: u16 = 64;
 /// No kernel timer: arming and disarming one on every hold cost more here
 /// than the hold saved (each reprograms the virtual machine's timer).
 pub(super) struct AckHold {
+    /// The longest a hold lasts; zero: ACKs never wait.
+    limit: Duration,
     /// When the ACKs waiting now were first held back.
     since: Option<Instant>,
     credit: u8,
@@ -76,13 +79,13 @@ pub(super) struct AckHold {
 }
 
 impl AckHold {
-    pub fn new() -> AckHold {
-        AckHold { since: None, credit: 1, declined: 0, thread_asleep: false, wake_thread: false }
+    pub fn new(limit: Duration) -> AckHold {
+        AckHold { limit, since: None, credit: 1, declined: 0, thread_asleep: false, wake_thread: false }
     }
 
     /// How long the running hold has left at `now`, if one runs.
     pub fn left(&self, now: Instant) -> Option<Duration> {
-        let end = self.since?.as_nanos() + ACK_HOLD.as_nanos() as u64;
+        let end = self.since?.as_nanos() + self.limit.as_nanos() as u64;
         Some(Duration::from_nanos(end.saturating_sub(now.as_nanos())))
     }
 
@@ -91,6 +94,9 @@ impl AckHold {
     fn may_hold(&mut self, now: Instant) -> bool {
         if let Some(left) = self.left(now) {
             return !left.is_zero();
+        }
+        if self.limit.is_zero() {
+            return false;
         }
         if self.credit == 0 {
             self.declined += 1;
@@ -201,9 +207,9 @@ mod test {
 
     #[test]
     fn a_hold_lasts_until_a_request_or_its_end() {
-        let mut hold = AckHold::new();
+        let mut hold = AckHold::new(ACK_HOLD);
         assert!(hold.may_hold(at(10)), "a new hold starts");
-        assert!(hold.may_hold(at(59)), "and runs for ACK_HOLD");
+        assert!(hold.may_hold(at(59)), "and runs for ACK_HOLD (50 us)");
         assert_eq!(hold.left(at(40)), Some(Duration::from_micros(20)));
         assert!(!hold.may_hold(at(60)), "then ends");
         hold.sent(true);
@@ -212,7 +218,7 @@ mod test {
 
     #[test]
     fn holds_that_no_request_ends_turn_holding_off_but_for_probes() {
-        let mut hold = AckHold::new();
+        let mut hold = AckHold::new(ACK_HOLD);
         // One credit at the start: one hold that runs out spends it.
         assert!(hold.may_hold(at(0)));
         hold.sent(false);
@@ -232,7 +238,7 @@ mod test {
 
     #[test]
     fn credit_is_capped() {
-        let mut hold = AckHold::new();
+        let mut hold = AckHold::new(ACK_HOLD);
         for t in 0..10 {
             assert!(hold.may_hold(at(t * 100)));
             hold.sent(true);
@@ -246,8 +252,15 @@ mod test {
     }
 
     #[test]
+    fn a_zero_limit_never_holds() {
+        let mut hold = AckHold::new(Duration::ZERO);
+        assert!(!hold.may_hold(at(0)));
+        assert_eq!(hold.left(at(0)), None);
+    }
+
+    #[test]
     fn a_hold_begun_while_the_thread_sleeps_asks_for_it_once() {
-        let mut hold = AckHold::new();
+        let mut hold = AckHold::new(ACK_HOLD);
         hold.thread_asleep = true;
         assert!(hold.may_hold(at(0)));
         assert!(hold.take_wake_thread());
