@@ -84,10 +84,11 @@ impl Context {
     /// on others). Returns how many packets moved.
     ///
     /// On a manual context, ACKs that a round's arrivals call for (and
-    /// nothing else) may wait for the next post or the next `progress`, to
-    /// leave with them in one system call: keep calling it while the peer
-    /// may still be waiting for you, and drop the context (which sends what
-    /// is left) when done.
+    /// nothing else) may wait for the next post, up to
+    /// [`OpenOptions::ack_delay`], to leave behind its request in one
+    /// system call; a `progress` after that sends them: keep calling it
+    /// while the peer may still be waiting for you, and drop the context
+    /// (which sends what is left) when done.
     pub fn progress(&self) -> usize {
         // A manual context's owner calls again (it polls): ACKs may wait for
         // its next request or round. Not on others: their thread may be asleep.

@@ -57,7 +57,6 @@ pub use time::{ack_timeout, rnr_timer, Instant};
 pub use window::{MwBind, MwType};
 pub use wr::{
     AccessFlags, Gid, RecvWr, SendFlags, SendWr, SgList, Sge, UdDest, WcFlags, WcOpcode, WorkCompletion, WrOp,
-    INLINE_SGES,
 };
 
 use crate::wire::{Bth, RocePacket, RoceRepr, Transport};

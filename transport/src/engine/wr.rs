@@ -329,7 +329,7 @@ impl WrOp {
 
 /// SGEs a work request holds in place before its list goes to the heap:
 /// most requests have one, and a post should allocate nothing.
-pub const INLINE_SGES: usize = 2;
+const INLINE_SGES: usize = 2;
 
 /// A work request's scatter/gather list: `sge.into()` for one,
 /// `vec![..].into()` for several; reads as a slice.

@@ -105,7 +105,7 @@ impl PingPong {
     }
 
     fn sge(&self, i: usize) -> SgList {
-        smallvec::smallvec![Sge { addr: BUFFER, length: SIZE, lkey: self.keys[i] }]
+        Sge { addr: BUFFER, length: SIZE, lkey: self.keys[i] }.into()
     }
 
     fn post_recv(&mut self, i: usize) {

@@ -147,7 +147,7 @@ pub fn run_op(
             } else if m % 2 == 1 {
                 split(base, recv_each as u32, dst_key)
             } else {
-                smallvec::smallvec![Sge { addr: base, length: recv_each as u32, lkey: dst_key }]
+                Sge { addr: base, length: recv_each as u32, lkey: dst_key }.into()
             };
             sim.engines[1].post_recv(b.qpn, RecvWr { wr_id: 1000 + m as u64, sg_list }).map_err(|e| e.to_string())?;
         }
@@ -162,7 +162,7 @@ pub fn run_op(
         let inline = variant == 2 && carries_data && size <= o.cap.max_inline_data as usize;
         let local = match variant {
             _ if size == 0 => SgList::new(),
-            0 => smallvec::smallvec![Sge { addr: base, length: size as u32, lkey: key }],
+            0 => Sge { addr: base, length: size as u32, lkey: key }.into(),
             _ => split(base, size as u32, key),
         };
         let remote_addr = if op == Op::Read { SRC + off } else { DST + off };

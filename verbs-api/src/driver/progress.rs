@@ -70,7 +70,7 @@ impl Driver {
                 n => moved += n,
             }
         }
-        let (fired, async_events, cm_events, stats) = {
+        let (fired, async_events, cm_events, stats, wake) = {
             let mut core = self.lock();
             // A round that took nothing in and waited for nothing is a
             // system call old: its first clock read will do.
@@ -80,12 +80,13 @@ impl Driver {
             }
             let cm_events = core.with_qp1(|qp1, engine| qp1.serve(engine, now));
             moved += core.flush_tx(now, hold_acks);
-            if core.ack_hold.take_wake_thread() {
-                self.ring();
-            }
+            let wake = core.ack_hold.take_wake_thread();
             let stats = self.publish_due(now).then(|| core.stats());
-            (core.take_fired(), core.take_async_events(), cm_events, stats)
+            (core.take_fired(), core.take_async_events(), cm_events, stats, wake)
         };
+        if wake {
+            self.ring();
+        }
         if let Some(stats) = stats {
             self.publish_stats(stats);
         }
@@ -188,7 +189,8 @@ impl Driver {
 
     /// How long the thread may sleep: until the engine's, QP1's or the
     /// link's next deadline, or a running ACK hold's end, at most
-    /// [`IDLE_WAIT`]. From here until its next round, new holds are refused.
+    /// [`IDLE_WAIT`]. From here until its next round, a hold another thread
+    /// starts rings the doorbell (`AckHold::thread_asleep`).
     fn before_sleep(&self) -> Duration {
         let mut core = self.lock();
         core.ack_hold.thread_asleep = true;
