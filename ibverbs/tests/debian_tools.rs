@@ -6,7 +6,7 @@
 //! scripts/install-deps could not install it) makes its test say SKIP and why.
 
 mod common;
-use common::{built_library, free_tcp_port, have, install_dir, run_over_dropin, run_pair, End};
+use common::{built_library, free_tcp_port, have, install_dir, run_over_dropin, run_pair, run_pair_on, End};
 use std::path::Path;
 use std::process::Command;
 use uroce_stack::testnet::TestNet;
@@ -160,6 +160,39 @@ fn rping_connects_over_rdma_cm_and_checks_its_data() {
     assert_eq!(pings, 100, "client: {client}\nserver: {server}");
     for text in [&client, &server] {
         assert!(!text.contains("mismatch") && !text.contains("error"), "{text}");
+    }
+}
+
+/// Two programs on one address, as a server and a client both given the
+/// host's IP share `rxe0`: the first holds UDP port 4791 and hands the
+/// second the packets of its QPs and its connections (uroce's shared udp
+/// address). Plain verbs (QPNs exchanged over TCP) and rdma_cm (a listener
+/// in one process, a connecting ID in the other), data checked.
+#[test]
+fn two_programs_share_one_address() {
+    if have("ibv_rc_pingpong") {
+        let port = free_tcp_port().to_string();
+        let args = ["-g", "1", "-n", "50", "-p", &port];
+        let client: Vec<&str> = args.iter().copied().chain(["{server}"]).collect();
+        let (client, server) = run_pair_on(
+            End::dropin("ibv_rc_pingpong", &args),
+            End::dropin("ibv_rc_pingpong", &client),
+            "Couldn't connect",
+            true,
+        );
+        for text in [&client, &server] {
+            assert!(text.contains("50 iters in") && !text.contains("Failed status"), "{text}");
+        }
+    }
+    if have("rping") {
+        let port = free_tcp_port().to_string();
+        let common = ["-p", &port, "-C", "50", "-S", "512", "-V"];
+        let server: Vec<&str> = ["-s", "-a", "{server}"].iter().chain(common.iter()).copied().collect();
+        let client: Vec<&str> = ["-c", "-v", "-a", "{server}"].iter().chain(common.iter()).copied().collect();
+        let (client, server) =
+            run_pair_on(End::dropin("rping", &server), End::dropin("rping", &client), "REJECTED", true);
+        let pings = client.lines().filter(|l| l.starts_with("ping data: rdma-ping-")).count();
+        assert_eq!(pings, 50, "client: {client}\nserver: {server}");
     }
 }
 

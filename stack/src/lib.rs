@@ -12,6 +12,10 @@ pub mod live;
 pub mod memory {
     pub use crate::sys::region::{AppBuffer, RawRegion};
 }
+/// A forked child and its parent's devices.
+pub mod fork {
+    pub use crate::sys::fork::{let_go, on_fork_child};
+}
 pub mod pcap;
 mod sys;
 pub mod testnet;

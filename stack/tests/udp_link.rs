@@ -149,7 +149,8 @@ fn marked_authenticated_packets_are_left_to_their_mac() {
 #[test]
 fn clear_open_errors() {
     let net = TestNet::new();
-    let _held = udp_on(&net, 1);
+    // Held by a program that is not uroce (a uroce link would share it).
+    let _held = std::net::UdpSocket::bind((net.ip(1), 4791)).unwrap();
     let e = open(&net.udp(1)).err().unwrap();
     assert!(matches!(e, LinkError::AddressInUse(_)), "{e}");
     assert!(e.to_string().contains(&format!("{}:4791 is in use", net.ip(1))), "{e}");

@@ -131,7 +131,7 @@ struct QpInner {
 impl Drop for QpInner {
     fn drop(&mut self) {
         let mut core = self.pd.context().driver().lock();
-        let _ = core.engine.destroy_qp(self.qpn);
+        core.destroy_qp(self.qpn);
         // Its groups: the link leaves those it was the last member of.
         let _ = core.follow_groups();
     }
@@ -155,7 +155,7 @@ impl Pd {
         };
         let (qpn, initial_psn) = {
             let mut core = self.context().driver().lock();
-            let qpn = core.engine.create_qp(attr).map_err(Error::engine("ibv_create_qp"))?;
+            let qpn = core.create_qp(attr)?;
             (qpn, core.engine.random_psn())
         };
         Ok(Qp(Arc::new(QpInner {

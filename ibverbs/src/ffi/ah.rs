@@ -38,9 +38,15 @@ pub fn ud_dest(ah: *const IbvAh, remote_qpn: u32, remote_qkey: u32) -> Result<Ud
 }
 
 fn create_ah(pd: *mut IbvPd, attr: *const IbvAhAttr) -> Result<*mut IbvAh, c_int> {
-    let p = PDS.get(pd.cast::<UrocePd>()).ok_or(libc::EINVAL)?;
+    let p = PDS.get(pd.cast::<UrocePd>()).ok_or_else(|| {
+        explain("ibv_create_ah", "the PD is NULL, freed or not one of this library's");
+        libc::EINVAL
+    })?;
     // SAFETY: attr is NULL or points at the caller's struct ibv_ah_attr.
-    let a = unsafe { attr.as_ref() }.ok_or(libc::EINVAL)?;
+    let a = unsafe { attr.as_ref() }.ok_or_else(|| {
+        explain("ibv_create_ah", "attr is NULL");
+        libc::EINVAL
+    })?;
     if a.is_global == 0 {
         // The kernel refuses a RoCE address without a GRH: RoCE has no LIDs.
         explain("ibv_create_ah", "RoCE addresses need a GRH: set is_global = 1 and grh.dgid (a LID means nothing)");

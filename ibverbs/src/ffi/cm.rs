@@ -170,6 +170,11 @@ impl UroceCmId {
         // SAFETY: c is this live ID's C struct; programs read these fields,
         // only the library writes them.
         unsafe {
+            // An ID on a device holds the device's PD from then on, as
+            // librdmacm's do (programs register memory on `id->pd`).
+            if !verbs.is_null() && (*c).pd.is_null() {
+                (*c).pd = default_pd(verbs).unwrap_or(ptr::null_mut());
+            }
             (*c).verbs = verbs;
             (*c).port_num = if verbs.is_null() { 0 } else { 1 };
             if let Some(a) = src {

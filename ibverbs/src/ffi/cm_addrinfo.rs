@@ -1,6 +1,6 @@
 //! `rdma_getaddrinfo` / `rdma_freeaddrinfo` (names resolved by the C
 //! library's `getaddrinfo`; IP addresses only, no AF_IB) and
-//! `rdma_set_option` (the type of service; others answer ENOSYS).
+//! `rdma_set_option` (the type of service and the ACK timeout; others answer ENOSYS).
 
 use super::abi::{IBV_QPT_RC, IBV_QPT_UD};
 use super::cm::{cm_call, id_of};
@@ -208,9 +208,10 @@ pub extern "C" fn rdma_freeaddrinfo(res: *mut RdmaAddrinfo) {
 }
 symver!(rdma_freeaddrinfo, "RDMACM_1.0");
 
-/// `RDMA_OPTION_ID` and its `RDMA_OPTION_ID_TOS`.
+/// `RDMA_OPTION_ID` and its `RDMA_OPTION_ID_TOS` and `_ACK_TIMEOUT`.
 const RDMA_OPTION_ID: c_int = 0;
 const RDMA_OPTION_ID_TOS: c_int = 0;
+const RDMA_OPTION_ID_ACK_TIMEOUT: c_int = 3;
 
 #[no_mangle]
 pub extern "C" fn rdma_set_option(
@@ -222,18 +223,24 @@ pub extern "C" fn rdma_set_option(
 ) -> c_int {
     cm_call(|| {
         id_of(id).and_then(|i| {
-            if (level, optname) != (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) {
-                explain(
-                    "rdma_set_option",
-                    &format!("level {level}, option {optname}: uroce serves the type of service"),
-                );
-                return Err(libc::ENOSYS);
-            }
+            let set: fn(&uroce_verbs::rdma_cm::CmId, u8) = match (level, optname) {
+                (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) => uroce_verbs::rdma_cm::CmId::set_tos,
+                (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT) => uroce_verbs::rdma_cm::CmId::set_ack_timeout,
+                _ => {
+                    explain(
+                        "rdma_set_option",
+                        &format!(
+                            "level {level}, option {optname}: uroce serves the type of service and the ACK timeout"
+                        ),
+                    );
+                    return Err(libc::ENOSYS);
+                }
+            };
             if optval.is_null() || optlen != 1 {
                 return Err(libc::EINVAL);
             }
             // SAFETY: optval points at optlen (1) readable bytes.
-            i.inner.set_tos(unsafe { *optval.cast::<u8>() });
+            set(&i.inner, unsafe { *optval.cast::<u8>() });
             Ok(())
         })
     })

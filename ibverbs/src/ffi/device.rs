@@ -10,7 +10,7 @@ use crate::explain::explain;
 use core::ffi::{c_char, c_int, c_void};
 use core::mem::offset_of;
 use core::ptr;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use uroce_verbs::{Context, Device, OpenOptions, Progress};
 
 /// A device as C sees it (a `verbs_device`), with what uroce knows of it.
@@ -157,12 +157,20 @@ pub fn c_context_for(ctx: &Context) -> Option<*mut IbvContext> {
 /// each device by its address, and `id->verbs` is one of these (or another
 /// context the program opened on the same device). A device that does not
 /// open is said (UROCE_EXPLAIN) and left out.
-pub fn open_devices_for_cm() -> &'static [usize] {
-    static OPENED: OnceLock<Vec<usize>> = OnceLock::new();
-    OPENED.get_or_init(|| {
-        let open = |d: &UroceDevice| ibv_open_device(ptr::addr_of!(d.verbs.device).cast_mut());
-        devices().unwrap_or_default().iter().map(open).filter(|c| !c.is_null()).map(|c| c as usize).collect()
-    })
+pub fn open_devices_for_cm() -> Vec<usize> {
+    // A forked child opens its own: the parent's are the parent's.
+    static OPENED: Mutex<Option<(u32, Vec<usize>)>> = Mutex::new(None);
+    let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+    match &*opened {
+        Some((pid, contexts)) if *pid == std::process::id() => contexts.clone(),
+        _ => {
+            let open = |d: &UroceDevice| ibv_open_device(ptr::addr_of!(d.verbs.device).cast_mut());
+            let contexts: Vec<usize> =
+                devices().unwrap_or_default().iter().map(open).filter(|c| !c.is_null()).map(|c| c as usize).collect();
+            *opened = Some((std::process::id(), contexts.clone()));
+            contexts
+        }
+    }
 }
 
 /// `rdma_get_devices`: librdmacm's own context of every device, in a

@@ -155,9 +155,16 @@ fn text_of(out: std::process::Output) -> (bool, String) {
 /// hence up to [`PAIR_ATTEMPTS`] attempts. Asserts both succeed; their
 /// outputs (client, server).
 pub fn run_pair(server: End, client: End, not_ready: &str) -> (String, String) {
+    run_pair_on(server, client, not_ready, false)
+}
+
+/// [`run_pair`] with both ends on the server's address (`shared`), as two
+/// programs share a host's `rxe0`, or each on its own.
+pub fn run_pair_on(server: End, client: End, not_ready: &str, shared: bool) -> (String, String) {
     let net = TestNet::new();
     let dir = install_dir();
-    let (server_dev, client_dev, server_ip) = (net.udp(1), net.udp(2), net.ip(1));
+    let (server_dev, server_ip) = (net.udp(1), net.ip(1));
+    let client_dev = if shared { net.udp(1) } else { net.udp(2) };
     for attempt in 1..=PAIR_ATTEMPTS {
         let running = server.spawn(dir.path(), &server_dev, &server_ip.to_string());
         // A client connecting over rdma_cm before the server's device is up

@@ -352,7 +352,16 @@ impl<L: Link> Link for Impair<L> {
     fn leave_multicast(&mut self, group: std::net::IpAddr) -> io::Result<()> {
         self.inner.leave_multicast(group)
     }
-    fn multicast_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
-        self.inner.multicast_wait_fd()
+    fn aux_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        self.inner.aux_wait_fd()
+    }
+    fn claim(&mut self, key: super::SteerKey) -> io::Result<()> {
+        self.inner.claim(key)
+    }
+    fn release(&mut self, key: super::SteerKey) {
+        self.inner.release(key)
+    }
+    fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
+        self.inner.descriptors()
     }
 }

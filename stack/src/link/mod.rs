@@ -34,6 +34,7 @@ pub mod netns;
 mod open;
 pub mod packet;
 mod raw;
+pub mod share;
 pub mod spec;
 pub mod tap;
 pub mod udp;
@@ -44,6 +45,7 @@ pub use error::LinkError;
 pub use gid::{Gid, GidTable};
 pub use impair::{Impair, ImpairConfig};
 pub use open::{open, open_default, OpenedLink};
+pub use share::SteerKey;
 pub use spec::DeviceSpec;
 
 /// A RoCEv2 datagram to send.
@@ -125,6 +127,8 @@ pub struct LinkStats {
     pub rx_malformed: u64,
     /// Frames that were not RoCEv2 for us (other traffic, ARP, ND...).
     pub rx_other: u64,
+    /// Received for another process that shares the address, and handed to it.
+    pub rx_forwarded: u64,
     pub arp_requests_sent: u64,
     pub arp_replies_sent: u64,
     pub nd_solicits_sent: u64,
@@ -206,11 +210,32 @@ pub trait Link: Send {
         Ok(())
     }
 
-    /// A descriptor readable while datagrams of a joined group wait, when
-    /// they come on another socket than [`Link::wait_fd`]'s: its members
-    /// change as groups are joined, the descriptor stays.
-    fn multicast_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+    /// A descriptor readable while the link has something to take that
+    /// does not come on [`Link::wait_fd`]'s socket: datagrams of a joined
+    /// multicast group, or (a udp link) word from the other processes that
+    /// share its address. Its members change, the descriptor stays.
+    fn aux_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
         None
+    }
+
+    /// Packets for `key` (a QP made, a service listened on) belong to this
+    /// process: on an address shared with other processes (a udp link),
+    /// refused with `AddrInUse` when another one holds it. Elsewhere: yes.
+    fn claim(&mut self, key: SteerKey) -> io::Result<()> {
+        let _ = key;
+        Ok(())
+    }
+
+    /// `key` is no longer this process's.
+    fn release(&mut self, key: SteerKey) {
+        let _ = key;
+    }
+
+    /// The descriptors the link holds that bind something to this process
+    /// (a udp link's port): what a forked child lets go of, so that its
+    /// copies do not keep them bound after the parent closes the link.
+    fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
+        Vec::new()
     }
 }
 
@@ -239,8 +264,17 @@ impl<L: Link + ?Sized> Link for Box<L> {
     fn leave_multicast(&mut self, group: IpAddr) -> io::Result<()> {
         (**self).leave_multicast(group)
     }
-    fn multicast_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
-        (**self).multicast_wait_fd()
+    fn aux_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        (**self).aux_wait_fd()
+    }
+    fn claim(&mut self, key: SteerKey) -> io::Result<()> {
+        (**self).claim(key)
+    }
+    fn release(&mut self, key: SteerKey) {
+        (**self).release(key)
+    }
+    fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
+        (**self).descriptors()
     }
 }
 

@@ -26,6 +26,7 @@
 
 use super::batch::RxSizer;
 use super::gid::{Gid, GidTable};
+use super::share::{owner_name, Forwarded, Owner, Share, SteerKey, Tenant};
 use super::{wire_addr, Direction, FrameSink, Integrity, Link, LinkInfo, LinkStats, RxBatch, TxDatagram};
 use super::{DeviceSpec, LinkError};
 use crate::frame::{FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, UDP_HDR};
@@ -103,8 +104,18 @@ pub struct UdpLink {
     solver: IdentSolver,
     /// Multicast groups joined, each with the socket that receives them.
     groups: Vec<(IpAddr, UdpSocket)>,
-    /// Readable while a group socket is (what another thread waits on).
-    group_wait: Epoll,
+    /// Readable while a group socket is, or a sharing process's connection
+    /// (what another thread waits on).
+    aux_wait: Epoll,
+    /// The UDP port the link sends from: 4791, or a tenant's own.
+    port: u16,
+    /// Sharing the address with other processes (see [`super::share`]).
+    share: Share,
+    /// A tenant's wait descriptor: its socket, and the port's once it takes
+    /// the port over.
+    tenant_wait: Option<Epoll>,
+    /// Receives that found nothing: every few, the sharing processes are served.
+    empty_recvs: u32,
     /// The interface index multicast is joined and sent on (IPv6).
     ifindex: u32,
 }
@@ -127,8 +138,24 @@ impl UdpLink {
         UdpLink::open_with(spec, UdpOffload::auto(ip))
     }
 
-    /// Opens `udp:IP` with the offloads given (those the kernel lacks are off).
+    /// Opens `udp:IP` with the offloads given (those the kernel lacks are
+    /// off). When another uroce process of this user holds `IP:4791`, the
+    /// link shares the address with it (see [`super::share`]).
     pub fn open_with(spec: &DeviceSpec, offload: UdpOffload) -> Result<UdpLink, LinkError> {
+        UdpLink::open_as(spec, offload, true)
+    }
+
+    /// Opens `udp:IP` only if `IP:4791` is free (what the default device,
+    /// which looks for a free address, wants).
+    pub fn open_unshared(spec: &DeviceSpec) -> Result<UdpLink, LinkError> {
+        let ip = match spec {
+            DeviceSpec::Udp { ip, .. } => wire_addr(*ip),
+            _ => return Err(LinkError::Spec { spec: spec.to_string(), why: "not a udp link".into() }),
+        };
+        UdpLink::open_as(spec, UdpOffload::auto(ip), false)
+    }
+
+    fn open_as(spec: &DeviceSpec, offload: UdpOffload, may_share: bool) -> Result<UdpLink, LinkError> {
         let DeviceSpec::Udp { ip, scope, path_mtu } = spec else {
             return Err(LinkError::Spec { spec: spec.to_string(), why: "not a udp link".into() });
         };
@@ -137,7 +164,13 @@ impl UdpLink {
             Some(name) => if_index(name).ok_or_else(|| LinkError::NoSuchInterface(name.clone()))?,
             None => 0,
         };
-        let sock = bind_when_ready(ip, scope.as_deref(), scope_id, offload)?;
+        let aux_wait = Epoll::new().map_err(|e| LinkError::os("creating an epoll set", e, ""))?;
+        let (sock, port, share) = bind_or_join(ip, (scope.as_deref(), scope_id), offload, may_share, &aux_wait)?;
+        let tenant = matches!(share, Share::Tenant(_));
+        let tenant_wait = match tenant {
+            true => Some(epoll_of(sock.fd())?),
+            false => None,
+        };
         // The interface holding the address gives the MTU and the MAC.
         let ifname = scope.clone().or_else(|| iface::interface_of(ip));
         let mtu = ifname.as_deref().and_then(|n| iface::mtu(n).ok()).unwrap_or(1500);
@@ -148,13 +181,14 @@ impl UdpLink {
         };
         let gids = GidTable::new(link_local_gid(ip, mac), ipv4, &ipv6).sending_only_from(Gid::from_ip(ip));
         let path_mtu = path_mtu.or_else(|| Mtu::for_link_mtu(mtu)).unwrap_or(Mtu::Mtu256);
-        let offload = UdpOffload { gso: offload.gso && sock.supports_gso(), gro: offload.gro && sock.enable_gro() };
+        // A tenant's socket takes the owner's forwarded packets one by one.
+        let offload =
+            UdpOffload { gso: offload.gso && sock.supports_gso(), gro: offload.gro && !tenant && sock.enable_gro() };
         let (slot, nslots) = if offload.gro { (GRO_SLOT, GRO_BATCH) } else { (SLOT, MAX_BATCH) };
         let rx_queue_packets = sock.receive_buffer() / skb_truesize(path_mtu.bytes() as usize);
         let ifindex = if scope_id != 0 { scope_id } else { ifname.as_deref().and_then(if_index).unwrap_or(0) };
         // Best effort: without it, multicast sends take the default route's interface.
         let _ = sock.set_multicast_source(ip, ifindex);
-        let group_wait = Epoll::new().map_err(|e| LinkError::os("creating an epoll set", e, ""))?;
         let name = spec.to_string();
         let frame_type = LinkType::RawIp;
         let info =
@@ -175,7 +209,11 @@ impl UdpLink {
             scratch: Vec::with_capacity(SLOT + 64),
             solver: IdentSolver::default(),
             groups: Vec::new(),
-            group_wait,
+            aux_wait,
+            port,
+            share,
+            tenant_wait,
+            empty_recvs: 0,
             ifindex,
         })
     }
@@ -249,6 +287,13 @@ impl UdpLink {
                 None => return false,
             }
         };
+        if let Share::Owner(owner) = self.share.with_tenants() {
+            if let Some(port) = owner.route(roce) {
+                let hdr = Forwarded { peer, src_port: src.port(), local, integrity };
+                self.forward(port, &hdr, batch.bytes(at));
+                return false;
+            }
+        }
         if matches!(integrity, Integrity::IcrcButIpId { .. }) {
             self.stats.rx_icrc_partial += 1;
         }
@@ -351,8 +396,9 @@ impl UdpLink {
     }
 }
 
-impl Link for UdpLink {
-    fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
+impl UdpLink {
+    /// Puts `batch` on the wire (see [`Link::send`]).
+    fn send_out(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
         let mut sent = 0;
         let mut hdr = [0u8; MAX_HEADERS_LEN];
         for chunk in batch.chunks(MAX_BATCH) {
@@ -383,7 +429,7 @@ impl Link for UdpLink {
                 }
                 for (k, d) in group.clone().zip(&chunk[group.clone()]) {
                     let ident = if len > 1 { (k - group.start) as u16 } else { 0 };
-                    let ends = ((self.local, ROCEV2_UDP_PORT), (wire_addr(d.peer), ROCEV2_UDP_PORT));
+                    let ends = ((self.local, self.port), (wire_addr(d.peer), ROCEV2_UDP_PORT));
                     // The families match: `ok` checked.
                     let (iph, n) = emit_headers(ends.0, ends.1, ident, d.roce.len(), &mut hdr).unwrap_or((0, 0));
                     let body = &d.roce[..d.roce.len() - ICRC_LEN];
@@ -419,7 +465,7 @@ impl Link for UdpLink {
                                 if let Some(sink) = self.sink.as_mut() {
                                     let ident = if len > 1 { seg as u16 } else { 0 };
                                     let peer = wire_addr(d.peer);
-                                    if let Some(mut repr) = Self::repr(self.local, peer, ROCEV2_UDP_PORT, ident) {
+                                    if let Some(mut repr) = Self::repr(self.local, peer, self.port, ident) {
                                         if !self.no_check {
                                             repr.udp.checksum = crate::frame::UdpChecksum::Compute;
                                         }
@@ -451,6 +497,36 @@ impl Link for UdpLink {
         }
         Ok(sent)
     }
+}
+
+impl Link for UdpLink {
+    fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
+        if let Share::Tenant(t) = &mut self.share {
+            for d in batch {
+                t.note_sent(d.roce);
+            }
+        }
+        // An owner's packets to a tenant go to it at once, not round through
+        // the owner's own socket (where they would be lost if it closed).
+        let tenant_ports: Vec<Option<u16>> = match self.share.with_tenants() {
+            Share::Owner(owner) => {
+                batch.iter().map(|d| owner.route(d.roce).filter(|_| wire_addr(d.peer) == self.local)).collect()
+            }
+            _ => Vec::new(),
+        };
+        if tenant_ports.iter().any(Option::is_some) {
+            let mut mine = Vec::with_capacity(batch.len());
+            let mut handed = 0;
+            for (d, port) in batch.iter().zip(tenant_ports) {
+                match port {
+                    Some(p) => handed += usize::from(self.hand_to_tenant(p, d.roce)),
+                    None => mine.push(*d),
+                }
+            }
+            return Ok(handed + self.send_out(&mine)?);
+        }
+        self.send_out(batch)
+    }
 
     fn recv(&mut self, timeout: Duration, batch: &mut RxBatch) -> io::Result<usize> {
         // Without a wait, recvmmsg (MSG_DONTWAIT) is the readiness check: one
@@ -460,8 +536,9 @@ impl Link for UdpLink {
         }
         let (mut kept, got) = self.recv_from(self.sock.fd(), batch, self.rx_sizer.want())?;
         self.rx_sizer.saw(got);
+        self.serve_sharing(got);
         // Multicast groups: one more system call a receive, only while there are any.
-        if !self.groups.is_empty() && self.group_wait.wait(Duration::ZERO)? {
+        if !self.groups.is_empty() && self.aux_wait.wait(Duration::ZERO)? {
             for i in 0..self.groups.len() {
                 let fd = self.groups[i].1.fd();
                 kept += self.recv_from(fd, batch, self.nslots)?.0;
@@ -479,7 +556,36 @@ impl Link for UdpLink {
     }
 
     fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
-        crate::sys::fd::dup(self.sock.fd()).ok()
+        let fd = self.tenant_wait.as_ref().map_or(self.sock.fd(), Epoll::fd);
+        crate::sys::fd::dup(fd).ok()
+    }
+
+    fn claim(&mut self, key: SteerKey) -> io::Result<()> {
+        let first = self.claim_once(key);
+        match (&first, &self.share) {
+            // The owner left: take the port over, or join who did, and again.
+            (Err(e), Share::Tenant(_)) if e.kind() != io::ErrorKind::AddrInUse => {
+                self.take_over();
+                self.claim_once(key)
+            }
+            _ => first,
+        }
+    }
+
+    fn descriptors(&self) -> Vec<RawFd> {
+        let mut fds = vec![self.sock.fd(), self.aux_wait.fd()];
+        fds.extend(self.tenant_wait.as_ref().map(Epoll::fd));
+        fds.extend(self.groups.iter().map(|(_, s)| s.fd()));
+        fds.extend(self.share.descriptors());
+        fds
+    }
+
+    fn release(&mut self, key: SteerKey) {
+        match &mut self.share {
+            Share::Alone => {}
+            Share::Owner(o) => o.release(key),
+            Share::Tenant(t) => t.release(key),
+        }
     }
 
     fn join_multicast(&mut self, group: IpAddr) -> io::Result<()> {
@@ -488,7 +594,7 @@ impl Link for UdpLink {
             return Ok(());
         }
         let sock = UdpSocket::bind_group(group, ROCEV2_UDP_PORT, self.local, self.ifindex)?;
-        self.group_wait.add(sock.fd())?;
+        self.aux_wait.add(sock.fd())?;
         self.groups.push((group, sock));
         Ok(())
     }
@@ -497,22 +603,22 @@ impl Link for UdpLink {
         let group = wire_addr(group);
         if let Some(i) = self.groups.iter().position(|(g, _)| *g == group) {
             let (_, sock) = self.groups.remove(i);
-            self.group_wait.remove(sock.fd());
+            self.aux_wait.remove(sock.fd());
         }
         Ok(())
     }
 
-    fn multicast_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
-        crate::sys::fd::dup(self.group_wait.fd()).ok()
+    fn aux_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        crate::sys::fd::dup(self.aux_wait.fd()).ok()
     }
 }
 
 impl UdpLink {
     /// Whether the unicast socket, or a group's, is readable within `timeout`.
     fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
-        match self.groups.is_empty() {
+        match self.groups.is_empty() && matches!(self.share, Share::Alone) {
             true => mmsg::wait_readable(self.sock.fd(), timeout),
-            false => mmsg::wait_readable_any(&[self.sock.fd(), self.group_wait.fd()], timeout),
+            false => mmsg::wait_readable_any(&[self.sock.fd(), self.aux_wait.fd()], timeout),
         }
     }
 
@@ -531,6 +637,13 @@ impl UdpLink {
                 self.stats.rx_malformed += 1;
                 continue;
             };
+            // A tenant's own socket takes what its owner forwards; its
+            // multicast groups' sockets, the group's datagrams themselves.
+            if fd == self.sock.fd() && matches!(self.share, Share::Tenant(_)) {
+                moved += 1;
+                kept += usize::from(self.keep_forwarded(src, batch, base + i * slot..base + i * slot + m.len));
+                continue;
+            }
             let local = m.dst.unwrap_or(self.local);
             // GRO: one slot of equal segments (the last may be shorter).
             let start = base + i * slot;
@@ -545,6 +658,260 @@ impl UdpLink {
         self.stats.rx_max_batch = self.stats.rx_max_batch.max(moved as u64);
         Ok((kept, got))
     }
+}
+
+impl Drop for UdpLink {
+    /// An owner that closes hands its tenants what came for them and waits
+    /// in its socket: they take the port over next, and would not see it.
+    fn drop(&mut self) {
+        if !matches!(self.share.with_tenants(), Share::Owner(_)) {
+            return;
+        }
+        let mut batch = RxBatch::new();
+        // Bounded: what is queued now, a few receives of it.
+        for _ in 0..16 {
+            batch.clear();
+            match self.recv_from(self.sock.fd(), &mut batch, self.nslots) {
+                Ok((_, got)) if got > 0 => {}
+                _ => break,
+            }
+        }
+    }
+}
+/// Sharing the address with other processes (see [`super::share`]).
+impl UdpLink {
+    /// Receives that find nothing before the sharing processes are served,
+    /// and receives at most between two services (under steady traffic).
+    const SERVE_WHEN_IDLE: u32 = 4;
+    const SERVE_AT_LEAST: u32 = 64;
+
+    /// Serves the processes sharing the address: an owner takes in tenants
+    /// and their claims, a tenant looks whether its owner left. Every few
+    /// receives, so that the hot path pays one `epoll_wait` in 64 at most.
+    fn serve_sharing(&mut self, received: usize) {
+        if matches!(self.share, Share::Alone) {
+            return;
+        }
+        self.empty_recvs += 1;
+        let due =
+            (received == 0 && self.empty_recvs >= Self::SERVE_WHEN_IDLE) || self.empty_recvs >= Self::SERVE_AT_LEAST;
+        if !due {
+            return;
+        }
+        self.empty_recvs = 0;
+        if !self.aux_wait.wait(Duration::ZERO).unwrap_or(true) {
+            return;
+        }
+        match &mut self.share {
+            Share::Alone => {}
+            Share::Owner(o) => o.serve(&self.aux_wait),
+            Share::Tenant(t) => {
+                if t.owner_gone() {
+                    self.take_over();
+                }
+            }
+        }
+    }
+
+    fn claim_once(&mut self, key: SteerKey) -> io::Result<()> {
+        match &mut self.share {
+            Share::Alone => Ok(()),
+            Share::Owner(o) => o.claim(key),
+            Share::Tenant(t) => t.claim(key),
+        }
+    }
+
+    /// Hands a packet this owner sends to its own address to the tenant on
+    /// `port`, as if it had come back from the wire: ICRC and all.
+    fn hand_to_tenant(&mut self, port: u16, roce: &[u8]) -> bool {
+        let ends = (self.local, ROCEV2_UDP_PORT);
+        let mut hdr = [0u8; MAX_HEADERS_LEN];
+        let Some((iph, n)) = emit_headers(ends, ends, 0, roce.len(), &mut hdr) else { return false };
+        let Ok(crc) = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], &roce[..roce.len() - ICRC_LEN]) else {
+            return false;
+        };
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&roce[..roce.len() - ICRC_LEN]);
+        self.scratch.extend_from_slice(&crc.to_le_bytes());
+        let integrity = if self.local.is_ipv4() { Integrity::IcrcButIpId { ident: 0 } } else { Integrity::Icrc };
+        let hdr = Forwarded { peer: self.local, src_port: ROCEV2_UDP_PORT, local: self.local, integrity };
+        let packet = std::mem::take(&mut self.scratch);
+        let sent = self.forward(port, &hdr, &packet);
+        self.scratch = packet;
+        if sent {
+            self.stats.tx_packets += 1;
+            self.stats.tx_bytes += roce.len() as u64;
+        }
+        sent
+    }
+
+    /// Hands a received packet to the tenant on `port`, from `IP:4791`.
+    fn forward(&mut self, port: u16, hdr: &Forwarded, roce: &[u8]) -> bool {
+        let h = hdr.emit();
+        let iov: [&[u8]; 2] = [&h, roce];
+        let mut to = self.socket_addr(self.local);
+        to.set_port(port);
+        let msg = TxMsg { addr: Some(to), iov: &iov, gso_segment: 0 };
+        let sent = matches!(mmsg::send_batch(self.sock.fd(), &[msg]), Ok(1));
+        match sent {
+            true => self.stats.rx_forwarded += 1,
+            false => self.stats.tx_dropped += 1,
+        }
+        sent
+    }
+
+    /// A tenant keeps a packet its owner forwarded, as the owner checked it;
+    /// anything else sent to its port is not RoCEv2 for it.
+    fn keep_forwarded(&mut self, src: SocketAddr, batch: &mut RxBatch, at: Range<usize>) -> bool {
+        let from_owner = wire_addr(src.ip()) == self.local && src.port() == ROCEV2_UDP_PORT;
+        let hdr = batch.bytes(at.clone());
+        let fwd = Forwarded::parse(hdr).filter(|_| from_owner && hdr.len() >= Forwarded::LEN + MIN_ROCE);
+        let Some(f) = fwd else {
+            self.stats.rx_other += 1;
+            return false;
+        };
+        let at = at.start + Forwarded::LEN..at.end;
+        let roce = batch.bytes(at.clone());
+        self.stats.rx_packets += 1;
+        self.stats.rx_bytes += roce.len() as u64;
+        let ident = match f.integrity {
+            Integrity::IcrcButIpId { ident } => {
+                self.stats.rx_icrc_partial += 1;
+                ident
+            }
+            _ => 0,
+        };
+        if let (Some(sink), Some(repr)) = (self.sink.as_mut(), Self::repr(f.peer, f.local, f.src_port, ident)) {
+            let carried = icrc::carried(roce).unwrap_or(0);
+            Self::to_sink(sink, &mut self.scratch, Direction::Rx, &repr, roce, carried);
+        }
+        batch.keep_at(f.peer, f.src_port, f.local, at, f.integrity);
+        true
+    }
+
+    /// The owner left: this tenant takes `IP:4791` over (and its claims
+    /// with it), or joins the tenant that did and claims them again.
+    /// Bounded: 100 tries 20 ms apart within 3 s, while the others race for
+    /// the port; a tenant that finds neither stays alone, and receives
+    /// nothing more (its QPs time out, as on a network that failed).
+    fn take_over(&mut self) {
+        let Share::Tenant(old) = std::mem::replace(&mut self.share, Share::Alone) else { return };
+        self.aux_wait.remove(old.fd());
+        let claims: Vec<SteerKey> = old.claims().collect();
+        drop(old);
+        let name = owner_name(self.local, self.scope_id);
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        for _ in 0..100 {
+            if std::time::Instant::now() > deadline {
+                break;
+            }
+            match bind(self.local, self.scope_id, self.offload) {
+                Ok(sock) => {
+                    self.become_owner(sock, &name, &claims);
+                    return;
+                }
+                Err(LinkError::AddressInUse(_)) => {
+                    if let Ok(mut t) = Tenant::join(&name, self.port) {
+                        let _ = self.aux_wait.add(t.fd());
+                        for k in &claims {
+                            let _ = t.claim(*k);
+                        }
+                        self.share = Share::Tenant(t);
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Holds `IP:4791` now (`sock`): listens for tenants under `name` (the
+    /// old owner's name may linger a moment after its port) and holds `claims`.
+    fn become_owner(&mut self, sock: UdpSocket, name: &str, claims: &[SteerKey]) {
+        if let Some(w) = &self.tenant_wait {
+            w.remove(self.sock.fd());
+            let _ = w.add(sock.fd());
+        }
+        self.sock = sock;
+        self.port = ROCEV2_UDP_PORT;
+        for _ in 0..50 {
+            if let Some(mut owner) = Owner::listen(name, &self.aux_wait) {
+                for k in claims {
+                    let _ = owner.claim(*k);
+                }
+                self.share = Share::Owner(owner);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// The socket of a new link on `ip` (`scope`: the interface of a
+/// link-local one, by name and index), the port it sends from, and its part
+/// in sharing the address: `ip:4791` bound, or (`may_share`) the owner of
+/// it joined. An owner that is closing (it holds the port, but its
+/// answer does not come) is waited out: bounded, 50 tries 20 ms apart
+/// within 3 s.
+fn bind_or_join(
+    ip: IpAddr,
+    scope: (Option<&str>, u32),
+    offload: UdpOffload,
+    may_share: bool,
+    aux: &Epoll,
+) -> Result<(UdpSocket, u16, Share), LinkError> {
+    let name = owner_name(ip, scope.1);
+    let mut last = None;
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    for _ in 0..50 {
+        if std::time::Instant::now() > deadline {
+            break;
+        }
+        match bind_when_ready(ip, scope.0, scope.1, offload) {
+            Ok(sock) => {
+                return Ok((sock, ROCEV2_UDP_PORT, Owner::listen(&name, aux).map_or(Share::Alone, Share::Owner)))
+            }
+            Err(LinkError::AddressInUse(at)) if may_share => match join_owner(ip, scope.1, offload, aux) {
+                Joined::Yes(sock, port, tenant) => return Ok((sock, port, tenant)),
+                // Another program's port, or another user's uroce.
+                Joined::NoOwner => return Err(LinkError::AddressInUse(at)),
+                Joined::OwnerClosing => last = Some(LinkError::AddressInUse(at)),
+            },
+            Err(e) => return Err(e),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(last.unwrap_or(LinkError::Spec { spec: format!("udp:{ip}"), why: "the address's owner did not answer".into() }))
+}
+
+/// How joining the owner of an address went.
+enum Joined {
+    Yes(UdpSocket, u16, Share),
+    /// Nobody of this user listens under the owner's name.
+    NoOwner,
+    /// The owner took the connection but did not answer: it is closing.
+    OwnerClosing,
+}
+
+/// Binds `ip` on a port the kernel picks and joins the owner of `ip:4791` as a tenant.
+fn join_owner(ip: IpAddr, scope_id: u32, offload: UdpOffload, aux: &Epoll) -> Joined {
+    let Ok(sock) = bind_port(ip, 0, scope_id, offload) else { return Joined::NoOwner };
+    let Ok(port) = sock.local_port() else { return Joined::NoOwner };
+    match Tenant::join(&owner_name(ip, scope_id), port) {
+        Ok(tenant) if aux.add(tenant.fd()).is_ok() => Joined::Yes(sock, port, Share::Tenant(tenant)),
+        Ok(_) => Joined::NoOwner,
+        Err(e) if matches!(e.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::PermissionDenied) => {
+            Joined::NoOwner
+        }
+        Err(_) => Joined::OwnerClosing,
+    }
+}
+
+/// An epoll set holding `fd`.
+fn epoll_of(fd: RawFd) -> Result<Epoll, LinkError> {
+    let e = Epoll::new().and_then(|e| e.add(fd).map(|_| e));
+    e.map_err(|e| LinkError::os("creating an epoll set", e, ""))
 }
 
 /// Recovers the IPv4 Identification of a packet from its ICRC.
@@ -678,9 +1045,14 @@ fn bind_when_ready(
 
 /// The socket on `ip:4791` (`scope_id`: the interface of a link-local `ip`).
 fn bind(ip: IpAddr, scope_id: u32, offload: UdpOffload) -> Result<UdpSocket, LinkError> {
+    bind_port(ip, ROCEV2_UDP_PORT, scope_id, offload)
+}
+
+/// The socket on `ip:port` (0: a port the kernel picks).
+fn bind_port(ip: IpAddr, port: u16, scope_id: u32, offload: UdpOffload) -> Result<UdpSocket, LinkError> {
     let addr = match ip {
-        IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, ROCEV2_UDP_PORT, 0, scope_id)),
-        v4 => SocketAddr::new(v4, ROCEV2_UDP_PORT),
+        IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, port, 0, scope_id)),
+        v4 => SocketAddr::new(v4, port),
     };
     let opts = UdpOptions { no_check: !offload.gso, buffer: 4 << 20, gro: false, freebind: false };
     UdpSocket::bind(addr, opts).map_err(|e| match e.raw_os_error() {

@@ -3,6 +3,7 @@
 
 pub mod epoll;
 pub mod fd;
+pub mod fork;
 pub mod iface;
 pub mod mmsg;
 pub mod netns;
@@ -10,3 +11,4 @@ pub mod packet;
 pub mod region;
 pub mod tap;
 pub mod udp;
+pub mod unix;

@@ -91,6 +91,23 @@ impl UdpSocket {
         super::mmsg::get_int(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF).map_or(0, |b| b.max(0) as usize)
     }
 
+    /// The port the socket is bound to (the one the kernel picked for port 0).
+    pub fn local_port(&self) -> io::Result<u16> {
+        let mut sa: libc::sockaddr_storage = unsafe_zeroed_storage();
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: `sa` is a sockaddr_storage of `len` bytes, as getsockname fills in.
+        let rc = unsafe {
+            libc::getsockname(self.fd.as_raw_fd(), (&mut sa as *mut libc::sockaddr_storage).cast(), &mut len)
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // Both sockaddr_in and sockaddr_in6 hold the port, big-endian, at bytes 2..4.
+        // SAFETY: the storage is at least 4 bytes and was filled in by getsockname.
+        let bytes = unsafe { std::slice::from_raw_parts((&sa as *const libc::sockaddr_storage).cast::<u8>(), 4) };
+        Ok(u16::from_be_bytes([bytes[2], bytes[3]]))
+    }
+
     /// Whether the kernel has UDP GSO (UDP_SEGMENT, Linux 4.18).
     pub fn supports_gso(&self) -> bool {
         set_int(self.fd.as_raw_fd(), libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok()
@@ -171,4 +188,10 @@ impl UdpSocket {
         }
         Ok(UdpSocket { fd })
     }
+}
+
+/// A zeroed socket address buffer.
+fn unsafe_zeroed_storage() -> libc::sockaddr_storage {
+    // SAFETY: sockaddr_storage is plain data; all zeroes is a valid value.
+    unsafe { std::mem::zeroed() }
 }

@@ -16,6 +16,7 @@ pub mod mad;
 pub mod msg;
 mod recv;
 mod sidr;
+pub mod steer;
 pub mod timing;
 
 pub use api::{AcceptParams, CmError, CmEvent, CommId, ConnectParams, Outgoing, SidrAnswer, SidrParams, State};
@@ -24,6 +25,7 @@ pub use machine::{Cm, CmConfig, CmStats, MAX_CONNS_PER_PEER};
 pub use mad::{Mad, MadHeaderRepr, MAD_LEN};
 pub use msg::{CmMessage, RejReason};
 pub use sidr::SIDR_ANSWER_KEPT;
+pub use steer::SteerKey;
 
 /// The QP number of the General Services Interface QP, which carries CM MADs.
 pub const GSI_QPN: u32 = 1;

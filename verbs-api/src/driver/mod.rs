@@ -35,13 +35,14 @@ use crate::event_fd::EventQueue;
 use crate::rdma_cm::Qp1;
 use crate::CompChannel;
 use nix::sys::eventfd::{EfdFlags, EventFd};
-use std::os::fd::OwnedFd;
+use std::collections::BTreeSet;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use tx::{AckHold, TxBatch};
-use uroce_stack::link::{Integrity, Link, LinkInfo, OpenedLink, RxBatch};
-use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Event, Gid, Instant, RxMeta};
+use uroce_stack::link::{Integrity, Link, LinkInfo, OpenedLink, RxBatch, SteerKey};
+use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Event, Gid, Instant, QpInitAttr, RxMeta};
 
 pub(crate) use open::{is_open, open_device};
 pub use published::{device_counters, Stat};
@@ -61,6 +62,8 @@ pub(crate) struct Core {
     armed: Vec<Armed>,
     /// QP1 and the CM, from rdma_cm's first use of the device.
     pub qp1: Option<Qp1>,
+    /// The services QP1 listens on, as claimed on the link.
+    claimed_services: BTreeSet<u64>,
 }
 
 /// A CQ armed for one event on its channel.
@@ -99,6 +102,8 @@ pub(crate) struct Driver {
     mcast_fd: Option<OwnedFd>,
     doorbell: EventFd,
     stop: AtomicBool,
+    /// A forked child's copy of its parent's device (it moves no packets).
+    forked_away: AtomicBool,
     /// When (`now()`, ns) an application thread last ran a round on a
     /// busy-poll device: its progress thread leaves the core to it meanwhile.
     last_help: AtomicU64,
@@ -127,7 +132,7 @@ impl Driver {
             .map_err(|e| Error::Os { verb: "ibv_open_device", err: e.into() })?;
         Ok(Driver {
             link_fd: link.wait_fd(),
-            mcast_fd: link.multicast_wait_fd(),
+            mcast_fd: link.aux_wait_fd(),
             core: Mutex::new(Core {
                 engine,
                 link,
@@ -136,6 +141,7 @@ impl Driver {
                 ack_hold: AckHold::new(opts.ack_delay.unwrap_or(tx::ACK_HOLD)),
                 armed: Vec::new(),
                 qp1: None,
+                claimed_services: BTreeSet::new(),
             }),
             device_attr: DeviceAttr::for_link(&info),
             info,
@@ -143,6 +149,7 @@ impl Driver {
             epoch: std::time::Instant::now(),
             doorbell,
             stop: AtomicBool::new(false),
+            forked_away: AtomicBool::new(false),
             last_help: AtomicU64::new(0),
             dispatching: Mutex::new(()),
             async_events: EventQueue::new("ibv_open_device")?,
@@ -302,6 +309,55 @@ impl Core {
         self.link.stats()
     }
 
+    /// A new QP, its number claimed on the link: on an address shared with
+    /// other processes, a random QPN another one holds is drawn again.
+    pub fn create_qp(&mut self, attr: QpInitAttr) -> Result<u32, Error> {
+        const VERB: &str = "ibv_create_qp";
+        // Bounded: a collision of random 24-bit numbers twice running is rare enough.
+        for _ in 0..8 {
+            let qpn = self.engine.create_qp(attr).map_err(Error::engine(VERB))?;
+            match self.link.claim(SteerKey::Qpn(qpn)) {
+                Ok(()) => return Ok(qpn),
+                Err(e) => {
+                    let _ = self.engine.destroy_qp(qpn);
+                    if e.kind() != std::io::ErrorKind::AddrInUse {
+                        return Err(Error::Os { verb: VERB, err: e });
+                    }
+                }
+            }
+        }
+        Err(Error::Os { verb: VERB, err: std::io::Error::from_raw_os_error(nix::errno::Errno::EBUSY as i32) })
+    }
+
+    /// Destroys QP `qpn` and lets go of its number.
+    pub fn destroy_qp(&mut self, qpn: u32) {
+        let _ = self.engine.destroy_qp(qpn);
+        self.link.release(SteerKey::Qpn(qpn));
+    }
+
+    /// Claims on the link the services QP1 listens on, and lets go of those
+    /// it stopped listening on. A service another process sharing the
+    /// address listens on stays that process's: refused with EADDRINUSE.
+    fn claim_services(&mut self) -> Result<(), Error> {
+        let Some(qp1) = &mut self.qp1 else { return Ok(()) };
+        let listened: BTreeSet<u64> = qp1.service_ids().collect();
+        for &sid in self.claimed_services.difference(&listened) {
+            self.link.release(SteerKey::Service(sid));
+        }
+        self.claimed_services.retain(|sid| listened.contains(sid));
+        for sid in listened {
+            if self.claimed_services.contains(&sid) {
+                continue;
+            }
+            if let Err(err) = self.link.claim(SteerKey::Service(sid)) {
+                qp1.drop_service(sid);
+                return Err(Error::Os { verb: "rdma_listen", err });
+            }
+            self.claimed_services.insert(sid);
+        }
+        Ok(())
+    }
+
     /// Runs `serve` on QP1 and the engine if rdma_cm started QP1; its answer,
     /// or false.
     fn with_qp1(&mut self, serve: impl FnOnce(&mut Qp1, &mut Engine) -> bool) -> bool {
@@ -317,10 +373,18 @@ impl Core {
 pub(crate) struct DeviceOwner {
     pub driver: Arc<Driver>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The process that opened the device: a forked child's copy has no
+    /// progress thread to stop and no device to close.
+    pid: u32,
 }
 
 impl Drop for DeviceOwner {
     fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // The thread is the parent's: its handle is not to be joined here.
+            std::mem::forget(self.thread.get_mut().unwrap_or_else(|e| e.into_inner()).take());
+            return;
+        }
         self.driver.stop.store(true, Ordering::Relaxed);
         // Wake a sleeping thread now rather than at its next timeout.
         self.driver.ring();
@@ -356,11 +420,30 @@ impl Driver {
             };
             let r = f(qp1, now);
             qp1.flush(engine);
+            let claimed = core.claim_services();
             core.flush_tx(now, false);
-            r
+            claimed.map(|_| r)
         };
         self.ring();
-        Ok(r)
+        r
+    }
+
+    /// In a forked child: lets go of the descriptors the parent's device
+    /// holds (see `open::let_go_after_fork`), and moves no packets from now.
+    fn let_go_after_fork(&self) {
+        self.forked_away.store(true, Ordering::Relaxed);
+        if let Ok(core) = self.core.try_lock() {
+            core.link.descriptors().into_iter().for_each(uroce_stack::fork::let_go);
+        }
+        for fd in [self.link_fd.as_ref(), self.mcast_fd.as_ref()].into_iter().flatten() {
+            uroce_stack::fork::let_go(fd.as_raw_fd());
+        }
+        uroce_stack::fork::let_go(self.doorbell.as_fd().as_raw_fd());
+    }
+
+    /// Whether this is a forked child's copy of its parent's device.
+    pub fn forked_away(&self) -> bool {
+        self.forked_away.load(Ordering::Relaxed)
     }
 
     /// Whether rdma_cm started QP1 on this device.

@@ -35,9 +35,26 @@ pub(crate) fn open_device(spec: &str, opts: &OpenOptions) -> Result<Arc<DeviceOw
             Some(spawned.map_err(|err| Error::Os { verb: "ibv_open_device", err })?)
         }
     };
-    let owner = Arc::new(DeviceOwner { driver, thread: Mutex::new(thread) });
+    let owner = Arc::new(DeviceOwner { driver, thread: Mutex::new(thread), pid: std::process::id() });
     open.push((spec.to_string(), Arc::downgrade(&owner)));
+    uroce_stack::fork::on_fork_child(let_go_after_fork);
     Ok(owner)
+}
+
+/// In a forked child: the devices open in the parent are the parent's. The
+/// child lets go of their descriptors (its copy of a udp link's socket
+/// would keep the parent's port bound after the parent closes it) and
+/// forgets them, so that it opens its own; the handles it inherited stay
+/// valid memory, and their driver moves no packets. (Runs between fork and
+/// the child's first step: it only tries locks, which a parent's thread may
+/// have held at the fork.)
+extern "C" fn let_go_after_fork() {
+    let Ok(mut open) = OPEN.try_lock() else { return };
+    for (_, owner) in open.drain(..) {
+        if let Some(o) = owner.upgrade() {
+            o.driver.let_go_after_fork();
+        }
+    }
 }
 
 /// The link of `spec`, with the impairment and capture `opts` ask for.

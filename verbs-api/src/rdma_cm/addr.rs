@@ -126,6 +126,13 @@ impl CmId {
         self.state().tos = tos;
     }
 
+    /// `rdma_set_option(RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT)`: the
+    /// QP's local ACK timeout (4.096 us x 2^t), as the kernel's rdma_cm
+    /// sets it in place of the one the connection's exchange gives.
+    pub fn set_ack_timeout(&self, timeout: u8) {
+        self.state().ack_timeout = Some(timeout);
+    }
+
     /// `rdma_resolve_route`: the path on RoCE is the GIDs of the two IPs, the
     /// port's MTU and a flow label from the two ports (as the kernel derives
     /// it); ROUTE_RESOLVED at once.

@@ -242,7 +242,7 @@ pub(crate) fn passive_conn(st: &IdState, req: &ReqRepr, rr: u8, depth: u8) -> Co
         max_dest_rd_atomic: rr,
         max_rd_atomic: depth,
         // The path's packet lifetime is the REQ's ACK timeout less one; the QP's timeout, that plus one.
-        timeout: req.primary.local_ack_timeout.max(1),
+        timeout: st.ack_timeout.unwrap_or(req.primary.local_ack_timeout.max(1)),
         retry_cnt: req.retry_count,
         rnr_retry: req.rnr_retry_count,
     }

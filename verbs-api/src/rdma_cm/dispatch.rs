@@ -182,7 +182,7 @@ fn on_rep(driver: &Driver, id: &CmId, comm: CommId, rep: &RepRepr) {
             // What the peer asks of us, and serves us.
             max_dest_rd_atomic: rep.initiator_depth,
             max_rd_atomic: rep.responder_resources,
-            timeout: ack_timeout(rep.target_ack_delay, CMA_IBOE_PACKET_LIFETIME),
+            timeout: s.ack_timeout.unwrap_or_else(|| ack_timeout(rep.target_ack_delay, CMA_IBOE_PACKET_LIFETIME)),
             retry_cnt: s.retry_count,
             rnr_retry: rep.rnr_retry_count,
         };

@@ -76,6 +76,9 @@ pub(crate) struct IdState {
     /// The type of service of the route (`rdma_set_option` RDMA_OPTION_ID_TOS):
     /// its GRH traffic class, the IP header's TOS.
     pub tos: u8,
+    /// The QP's local ACK timeout (`rdma_set_option` RDMA_OPTION_ID_ACK_TIMEOUT),
+    /// in place of the one the CM exchange gives.
+    pub ack_timeout: Option<u8>,
     /// The QP's attributes, once the peer's REQ or REP told them.
     pub conn: Option<ConnInfo>,
     /// The passive side's REQ.
@@ -112,6 +115,7 @@ impl IdInner {
                 initiator_depth: 0,
                 retry_count: 0,
                 tos: 0,
+                ack_timeout: None,
                 conn: None,
                 req: None,
                 groups: Vec::new(),

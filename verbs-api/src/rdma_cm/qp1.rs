@@ -207,6 +207,18 @@ impl Qp1 {
         }
     }
 
+    /// The service IDs listened on.
+    pub fn service_ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.services.keys().copied()
+    }
+
+    /// Stops listening on `service_id`, whoever listened.
+    pub fn drop_service(&mut self, service_id: u64) {
+        if self.services.remove(&service_id).is_some() {
+            self.cm.unlisten(service_id);
+        }
+    }
+
     /// Listener `key` is gone: the services only it listened on close.
     pub fn unregister(&mut self, key: usize) {
         let mut gone = Vec::new();

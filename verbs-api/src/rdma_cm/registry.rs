@@ -44,9 +44,11 @@ pub(crate) fn note_context(ctx: &Context) {
     list.push(Arc::downgrade(&ctx.0));
 }
 
-/// The contexts still open, oldest first.
+/// The contexts still open, oldest first (not a forked child's copies of
+/// its parent's).
 pub(crate) fn open_contexts() -> Vec<Context> {
-    lock(&CONTEXTS).iter().filter_map(|w| w.upgrade().map(Context)).collect()
+    let open = lock(&CONTEXTS).iter().filter_map(|w| w.upgrade().map(Context)).collect::<Vec<_>>();
+    open.into_iter().filter(|c| !c.driver().forked_away()).collect()
 }
 
 /// Whether a link has address `ip`.

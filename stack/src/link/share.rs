@@ -1,0 +1,501 @@
+//! One udp address shared by several processes, as two programs share the
+//! kernel's `rxe0` (a server and a client both given the host's IP).
+//!
+//! The first process to open `udp:IP` binds `IP:4791` and becomes the
+//! address's **owner**; it also listens on the abstract Unix socket
+//! `uroce/udp/IP`. A later process finds the port taken, binds `IP` on a
+//! port of its own (which it sends from: the ICRC covers the port, and
+//! receivers take any source port) and joins as a **tenant** through that
+//! Unix socket. Peers always send to port 4791, so every packet reaches the
+//! owner, which steers each one ([`uroce_transport::cm::steer`]): a packet
+//! for a QP, a listener or a connection a tenant claimed goes to that
+//! tenant's port, from `IP:4791` (which only the owner can send from), behind
+//! a `Forwarded` header that keeps the sender's address and how far the
+//! owner checked its ICRC. Everything else is the owner's.
+//!
+//! Tenants claim QPNs and listened-to service IDs as they make them, and the
+//! comm IDs their CM messages announce as they send them; a claim of what
+//! another process holds is refused, so two processes never own one QPN or
+//! listen on one port. The owner counts as a claimant too. A tenant whose
+//! owner exits takes the port over or joins whoever did
+//! ([`super::udp::UdpLink`]), and claims again what it holds.
+//!
+//! Only processes of one user share: each end checks the other's
+//! credentials (`SO_PEERCRED`).
+
+use crate::sys::epoll::Epoll;
+use crate::sys::unix::{euid, peer_uid};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
+use std::time::Duration;
+use uroce_transport::cm::steer::{sender_comm_id, steer};
+pub use uroce_transport::cm::SteerKey;
+
+/// The abstract Unix socket name of the owner of `ip` (`scope_id`: the
+/// interface of a link-local address).
+pub(crate) fn owner_name(ip: IpAddr, scope_id: u32) -> String {
+    match scope_id {
+        0 => format!("uroce/udp/{ip}"),
+        s => format!("uroce/udp/{ip}%{s}"),
+    }
+}
+
+/// One control message, either way: an operation, a key's kind and value.
+const MSG_LEN: usize = 12;
+const HELLO: u8 = 1;
+const CLAIM: u8 = 2;
+const RELEASE: u8 = 3;
+const REPLY: u8 = 4;
+/// A reply's status: granted, or held by another process.
+const GRANTED: u8 = 0;
+const TAKEN: u8 = 1;
+/// How long a tenant waits for the owner's answer: the owner answers from
+/// its next round, at once unless its program moves it by hand and stopped.
+const ANSWER_WAIT: Duration = Duration::from_secs(2);
+/// The comm IDs a tenant keeps claimed (the oldest are let go beyond).
+const MAX_COMM_IDS: usize = 65536;
+
+fn encode(op: u8, key: Option<SteerKey>, value: u64) -> [u8; MSG_LEN] {
+    let (kind, value) = match key {
+        None => (0, value),
+        Some(SteerKey::Qpn(q)) => (1, u64::from(q)),
+        Some(SteerKey::Service(s)) => (2, s),
+        Some(SteerKey::CommId(c)) => (3, u64::from(c)),
+    };
+    let mut m = [0u8; MSG_LEN];
+    m[0] = op;
+    m[1] = kind;
+    m[4..].copy_from_slice(&value.to_le_bytes());
+    m
+}
+
+fn decode(m: &[u8]) -> (u8, Option<SteerKey>, u64) {
+    let mut v = [0u8; 8];
+    v.copy_from_slice(&m[4..MSG_LEN]);
+    let value = u64::from_le_bytes(v);
+    let key = match m[1] {
+        1 => Some(SteerKey::Qpn(value as u32)),
+        2 => Some(SteerKey::Service(value)),
+        3 => Some(SteerKey::CommId(value as u32)),
+        _ => None,
+    };
+    (m[0], key, value)
+}
+
+/// A udp link's part in sharing its address.
+pub(crate) enum Share {
+    /// Holds the port and shares with nobody (another namespace's process
+    /// holds the owner's name, or the link was opened not to share).
+    Alone,
+    Owner(Owner),
+    Tenant(Tenant),
+}
+
+impl Share {
+    /// This share if it is an owner's with tenants (the only case where a
+    /// received packet may be another process's).
+    pub(crate) fn with_tenants(&self) -> &Share {
+        match self {
+            Share::Owner(o) if o.has_tenants() => self,
+            _ => &Share::Alone,
+        }
+    }
+
+    /// The Unix sockets: the owner's listener and tenants, a tenant's link to its owner.
+    pub(crate) fn descriptors(&self) -> Vec<RawFd> {
+        match self {
+            Share::Alone => Vec::new(),
+            Share::Owner(o) => {
+                std::iter::once(o.listener.as_raw_fd()).chain(o.tenants.iter().map(|t| t.stream.as_raw_fd())).collect()
+            }
+            Share::Tenant(t) => vec![t.fd()],
+        }
+    }
+}
+
+/// Who holds a key, for the owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    Owner,
+    Tenant(u64),
+}
+
+/// A tenant as the owner sees it.
+struct TenantConn {
+    id: u64,
+    stream: UnixStream,
+    /// Its UDP port, from its hello: where its packets go.
+    port: Option<u16>,
+    /// Bytes of a message not yet whole.
+    partial: Vec<u8>,
+}
+
+/// The owner's side: tenants and what each holds.
+pub(crate) struct Owner {
+    listener: UnixListener,
+    tenants: Vec<TenantConn>,
+    holders: HashMap<SteerKey, Holder>,
+    next_id: u64,
+}
+
+impl Owner {
+    /// Listens for tenants under `name`; `None` when that cannot be (the
+    /// name is held: another network namespace's owner is not ours to
+    /// share with, nor is a process's that squats on it).
+    pub(crate) fn listen(name: &str, aux: &Epoll) -> Option<Owner> {
+        let addr = UnixAddr::from_abstract_name(name.as_bytes()).ok()?;
+        let listener = UnixListener::bind_addr(&addr).ok()?;
+        listener.set_nonblocking(true).ok()?;
+        aux.add(listener.as_raw_fd()).ok()?;
+        Some(Owner { listener, tenants: Vec::new(), holders: HashMap::new(), next_id: 1 })
+    }
+
+    pub(crate) fn has_tenants(&self) -> bool {
+        !self.tenants.is_empty()
+    }
+
+    /// The port of the tenant a received packet belongs to, if it is not the owner's.
+    pub(crate) fn route(&self, roce: &[u8]) -> Option<u16> {
+        let Holder::Tenant(id) = *self.holders.get(&steer(roce)?)? else { return None };
+        self.tenants.iter().find(|t| t.id == id)?.port
+    }
+
+    /// The owner's own claim: refused if a tenant holds the key.
+    pub(crate) fn claim(&mut self, key: SteerKey) -> io::Result<()> {
+        match self.holders.get(&key) {
+            Some(Holder::Tenant(_)) => Err(taken(key)),
+            _ => {
+                self.holders.insert(key, Holder::Owner);
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) fn release(&mut self, key: SteerKey) {
+        if self.holders.get(&key) == Some(&Holder::Owner) {
+            self.holders.remove(&key);
+        }
+    }
+
+    /// Takes in new tenants and their messages, answers them, and forgets
+    /// those that left (with all they held).
+    pub(crate) fn serve(&mut self, aux: &Epoll) {
+        // Bounded: the listener's backlog.
+        for _ in 0..64 {
+            let Ok((stream, _)) = self.listener.accept() else { break };
+            let same_user = peer_uid(stream.as_fd()).is_ok_and(|u| u == euid());
+            if !same_user || stream.set_nonblocking(true).is_err() || aux.add(stream.as_raw_fd()).is_err() {
+                continue;
+            }
+            self.tenants.push(TenantConn { id: self.next_id, stream, port: None, partial: Vec::new() });
+            self.next_id += 1;
+        }
+        let mut gone = Vec::new();
+        for i in 0..self.tenants.len() {
+            if !self.serve_tenant(i) {
+                gone.push(i);
+            }
+        }
+        for i in gone.into_iter().rev() {
+            let t = self.tenants.remove(i);
+            aux.remove(t.stream.as_raw_fd());
+            self.holders.retain(|_, h| *h != Holder::Tenant(t.id));
+        }
+    }
+
+    /// Reads and answers tenant `i`'s messages; `false` once it is gone.
+    fn serve_tenant(&mut self, i: usize) -> bool {
+        let mut buf = [0u8; 64 * MSG_LEN];
+        // Bounded: each pass reads or ends.
+        for _ in 0..64 {
+            match self.tenants[i].stream.read(&mut buf) {
+                Ok(0) => return false,
+                Ok(n) => self.tenants[i].partial.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        let partial = std::mem::take(&mut self.tenants[i].partial);
+        let whole = partial.len() / MSG_LEN * MSG_LEN;
+        for m in partial[..whole].chunks(MSG_LEN) {
+            if !self.answer(i, m) {
+                return false;
+            }
+        }
+        self.tenants[i].partial = partial[whole..].to_vec();
+        true
+    }
+
+    /// Acts on one message of tenant `i`; `false` if it cannot be answered.
+    fn answer(&mut self, i: usize, m: &[u8]) -> bool {
+        let id = self.tenants[i].id;
+        let (op, key, value) = decode(m);
+        let status = match (op, key) {
+            (HELLO, _) => {
+                self.tenants[i].port = u16::try_from(value).ok().filter(|p| *p != 0);
+                GRANTED
+            }
+            (CLAIM, Some(k)) => match self.holders.get(&k) {
+                Some(h) if *h != Holder::Tenant(id) => TAKEN,
+                _ => {
+                    self.holders.insert(k, Holder::Tenant(id));
+                    GRANTED
+                }
+            },
+            (RELEASE, Some(k)) => {
+                if self.holders.get(&k) == Some(&Holder::Tenant(id)) {
+                    self.holders.remove(&k);
+                }
+                return true;
+            }
+            _ => return false,
+        };
+        let reply = encode(REPLY, None, u64::from(status));
+        self.tenants[i].stream.write_all(&reply).is_ok()
+    }
+}
+
+fn taken(key: SteerKey) -> io::Error {
+    io::Error::new(io::ErrorKind::AddrInUse, format!("{key:?} is held by another process on this address"))
+}
+
+/// A tenant's side: its connection to the owner and what it claimed.
+pub(crate) struct Tenant {
+    control: UnixStream,
+    claims: HashSet<SteerKey>,
+    /// The comm IDs claimed, oldest first.
+    comm_ids: VecDeque<u32>,
+}
+
+impl Tenant {
+    /// Joins the owner listening under `name`, the tenant's UDP socket on `port`.
+    pub(crate) fn join(name: &str, port: u16) -> io::Result<Tenant> {
+        let addr = UnixAddr::from_abstract_name(name.as_bytes())?;
+        let control = UnixStream::connect_addr(&addr)?;
+        if peer_uid(control.as_fd())? != euid() {
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, "the address is another user's"));
+        }
+        control.set_read_timeout(Some(ANSWER_WAIT))?;
+        let mut t = Tenant { control, claims: HashSet::new(), comm_ids: VecDeque::new() };
+        t.ask(encode(HELLO, None, u64::from(port)))?;
+        Ok(t)
+    }
+
+    pub(crate) fn fd(&self) -> RawFd {
+        self.control.as_raw_fd()
+    }
+
+    /// What the tenant holds (to claim again from a new owner).
+    pub(crate) fn claims(&self) -> impl Iterator<Item = SteerKey> + '_ {
+        self.claims.iter().copied()
+    }
+
+    /// Sends `msg` and waits for the answer: granted, or an error.
+    fn ask(&mut self, msg: [u8; MSG_LEN]) -> io::Result<()> {
+        self.control.write_all(&msg)?;
+        let mut reply = [0u8; MSG_LEN];
+        self.control.read_exact(&mut reply).map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the process that holds this address did not answer (a program that moves its device by hand?)",
+            ),
+            _ => e,
+        })?;
+        match decode(&reply) {
+            (REPLY, _, v) if v == u64::from(GRANTED) => Ok(()),
+            (REPLY, _, _) => Err(io::Error::from(io::ErrorKind::AddrInUse)),
+            _ => Err(io::Error::new(io::ErrorKind::InvalidData, "a garbled answer from the address's owner")),
+        }
+    }
+
+    pub(crate) fn claim(&mut self, key: SteerKey) -> io::Result<()> {
+        if self.claims.contains(&key) {
+            return Ok(());
+        }
+        self.ask(encode(CLAIM, Some(key), 0)).map_err(|e| match e.kind() {
+            io::ErrorKind::AddrInUse => taken(key),
+            _ => e,
+        })?;
+        self.claims.insert(key);
+        Ok(())
+    }
+
+    pub(crate) fn release(&mut self, key: SteerKey) {
+        if self.claims.remove(&key) {
+            let _ = self.control.write_all(&encode(RELEASE, Some(key), 0));
+        }
+    }
+
+    /// Claims the comm ID a CM message being sent announces, so that its
+    /// answers come here: best effort (a refused one, another process's
+    /// connection with the same random ID, leaves this one to time out).
+    pub(crate) fn note_sent(&mut self, roce: &[u8]) {
+        let Some(id) = sender_comm_id(roce) else { return };
+        let key = SteerKey::CommId(id);
+        if self.claims.contains(&key) || self.claim(key).is_err() {
+            return;
+        }
+        self.comm_ids.push_back(id);
+        if self.comm_ids.len() > MAX_COMM_IDS {
+            if let Some(old) = self.comm_ids.pop_front() {
+                self.release(SteerKey::CommId(old));
+            }
+        }
+    }
+
+    /// Whether the owner has gone (its end of the connection closed). The
+    /// owner speaks only when asked, so there is nothing else to read.
+    pub(crate) fn owner_gone(&mut self) -> bool {
+        let mut b = [0u8; MSG_LEN];
+        if self.control.set_nonblocking(true).is_err() {
+            return true;
+        }
+        let r = self.control.read(&mut b);
+        let _ = self.control.set_nonblocking(false);
+        match r {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted),
+        }
+    }
+}
+
+/// The header before a packet the owner hands to a tenant: who sent it, to
+/// which address, and how far the owner checked its ICRC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Forwarded {
+    pub peer: IpAddr,
+    pub src_port: u16,
+    pub local: IpAddr,
+    pub integrity: super::Integrity,
+}
+
+impl Forwarded {
+    pub(crate) const LEN: usize = 44;
+    const MAGIC: [u8; 4] = *b"uRfw";
+
+    pub(crate) fn emit(&self) -> [u8; Self::LEN] {
+        use super::Integrity;
+        let mut h = [0u8; Self::LEN];
+        h[..4].copy_from_slice(&Self::MAGIC);
+        let (code, ident) = match self.integrity {
+            Integrity::Icrc => (0, 0),
+            Integrity::IcrcButIpId { ident } => (1, ident),
+            Integrity::Mac => (2, 0),
+            Integrity::Unchecked => (3, 0),
+        };
+        h[4] = code;
+        h[6..8].copy_from_slice(&ident.to_be_bytes());
+        h[8..10].copy_from_slice(&self.src_port.to_be_bytes());
+        h[12..28].copy_from_slice(&v6(self.peer));
+        h[28..44].copy_from_slice(&v6(self.local));
+        h
+    }
+
+    pub(crate) fn parse(h: &[u8]) -> Option<Forwarded> {
+        use super::Integrity;
+        if h.len() < Self::LEN || h[..4] != Self::MAGIC {
+            return None;
+        }
+        let ident = u16::from_be_bytes([h[6], h[7]]);
+        let integrity = match h[4] {
+            0 => Integrity::Icrc,
+            1 => Integrity::IcrcButIpId { ident },
+            2 => Integrity::Mac,
+            _ => Integrity::Unchecked,
+        };
+        let ip = |b: &[u8]| {
+            let mut o = [0u8; 16];
+            o.copy_from_slice(b);
+            super::wire_addr(IpAddr::from(o))
+        };
+        Some(Forwarded {
+            peer: ip(&h[12..28]),
+            src_port: u16::from_be_bytes([h[8], h[9]]),
+            local: ip(&h[28..44]),
+            integrity,
+        })
+    }
+}
+
+/// An address as 16 bytes (IPv4 mapped).
+fn v6(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::link::Integrity;
+
+    #[test]
+    fn messages_and_headers_read_back() {
+        for key in [SteerKey::Qpn(0xabcdef), SteerKey::Service(0x0106_0000_0000_4e21), SteerKey::CommId(7)] {
+            assert_eq!(
+                decode(&encode(CLAIM, Some(key), 0)),
+                (CLAIM, Some(key), decode(&encode(CLAIM, Some(key), 0)).2)
+            );
+        }
+        let f = Forwarded {
+            peer: "10.1.2.3".parse().unwrap(),
+            src_port: 49152,
+            local: "fd00::5".parse().unwrap(),
+            integrity: Integrity::IcrcButIpId { ident: 0x1234 },
+        };
+        assert_eq!(Forwarded::parse(&f.emit()), Some(f));
+        assert_eq!(Forwarded::parse(&[0u8; Forwarded::LEN]), None);
+    }
+
+    #[test]
+    fn tenants_claim_and_are_steered_to() {
+        let aux = Epoll::new().unwrap();
+        let name = format!("uroce/test/{}-{}", std::process::id(), line!());
+        let mut owner = Owner::listen(&name, &aux).unwrap();
+        owner.claim(SteerKey::Qpn(0x11)).unwrap();
+        let mut t = Tenant::join_with(&name, 40000, &mut owner, &aux);
+        // Served while the tenant waits: a second thread plays the owner's rounds.
+        let claims = std::thread::scope(|s| {
+            let h = s.spawn(|| (t.claim(SteerKey::Qpn(0x22)), t.claim(SteerKey::Qpn(0x11))));
+            while !h.is_finished() {
+                owner.serve(&aux);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            h.join().unwrap()
+        });
+        assert!(claims.0.is_ok());
+        assert_eq!(claims.1.unwrap_err().kind(), io::ErrorKind::AddrInUse);
+        let mut p = [0u8; 16];
+        p[5..8].copy_from_slice(&[0, 0, 0x22]);
+        assert_eq!(owner.route(&p), Some(40000));
+        p[7] = 0x11;
+        assert_eq!(owner.route(&p), None);
+        assert_eq!(owner.claim(SteerKey::Qpn(0x22)).unwrap_err().kind(), io::ErrorKind::AddrInUse);
+        // A tenant that leaves lets go of all it held.
+        drop(t);
+        owner.serve(&aux);
+        assert!(!owner.has_tenants());
+        owner.claim(SteerKey::Qpn(0x22)).unwrap();
+    }
+
+    impl Tenant {
+        /// Joins with the owner served meanwhile by this thread.
+        fn join_with(name: &str, port: u16, owner: &mut Owner, aux: &Epoll) -> Tenant {
+            std::thread::scope(|s| {
+                let h = s.spawn(|| Tenant::join(name, port));
+                while !h.is_finished() {
+                    owner.serve(aux);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                h.join().unwrap().unwrap()
+            })
+        }
+    }
+}

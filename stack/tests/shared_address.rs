@@ -1,0 +1,139 @@
+//! One udp address shared by two links, as two processes share it (see
+//! `uroce_stack::link::udp`): the one holding port 4791 hands each packet
+//! to the link that claimed its QP, the other sends from a port of its own,
+//! and takes the port over when the first one goes.
+
+mod common;
+
+use common::*;
+use std::io::ErrorKind;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+use uroce_stack::link::udp::UdpLink;
+use uroce_stack::link::{DeviceSpec, Integrity, Link, SteerKey};
+use uroce_stack::testnet::TestNet;
+
+fn udp_on(net: &TestNet, host: u8) -> UdpLink {
+    UdpLink::open(&net.udp(host).parse::<DeviceSpec>().unwrap()).unwrap()
+}
+
+/// Runs `f` on another thread while `owner` takes in what arrives (a
+/// tenant's questions are answered from the owner's receives); returns
+/// `f`'s result and the QPNs of what the owner kept meanwhile.
+fn while_receiving<T: Send>(owner: &mut UdpLink, f: impl FnOnce() -> T + Send) -> (T, Vec<u32>) {
+    let mut kept = Vec::new();
+    let r = std::thread::scope(|s| {
+        let h = s.spawn(f);
+        let start = Instant::now();
+        while !h.is_finished() && start.elapsed() < Duration::from_secs(20) {
+            recv_each(owner, Duration::from_millis(1), |d| kept.push(qpn_of(d.roce))).unwrap();
+        }
+        h.join().unwrap()
+    });
+    (r, kept)
+}
+
+fn qpn_of(roce: &[u8]) -> u32 {
+    u32::from_be_bytes([0, roce[5], roce[6], roce[7]])
+}
+
+/// Receives on `link` until `n` datagrams came or 10 s passed: (qpn, peer, src port, integrity).
+fn take(link: &mut UdpLink, n: usize) -> Vec<(u32, IpAddr, u16, Integrity)> {
+    let mut got = Vec::new();
+    let start = Instant::now();
+    while got.len() < n && start.elapsed() < Duration::from_secs(10) {
+        recv_each(link, Duration::from_millis(20), |d| got.push((qpn_of(d.roce), d.peer, d.src_port, d.integrity)))
+            .unwrap();
+    }
+    got
+}
+
+#[test]
+fn a_tenant_gets_the_packets_of_its_qps_and_sends_from_its_own_port() {
+    let net = TestNet::new();
+    let mut owner = udp_on(&net, 1);
+    let (mut tenant, _) = while_receiving(&mut owner, || {
+        let mut t = udp_on(&net, 1);
+        t.claim(SteerKey::Qpn(0x22)).unwrap();
+        t
+    });
+    assert_eq!(owner.claim(SteerKey::Qpn(0x22)).unwrap_err().kind(), ErrorKind::AddrInUse);
+    owner.claim(SteerKey::Qpn(0x33)).unwrap();
+    // A peer sends to the shared address: three for the tenant's QP, two for the owner's.
+    let mut peer = udp_on(&net, 2);
+    let (ip1, ip2) = (IpAddr::V4(net.ip(1)), IpAddr::V4(net.ip(2)));
+    let packets: Vec<Vec<u8>> =
+        [0x22, 0x33, 0x22, 0x33, 0x22].iter().enumerate().map(|(i, q)| roce_packet(*q, i as u32, &[7; 32])).collect();
+    assert_eq!(peer.send(&tx(ip1, &packets)).unwrap(), 5);
+    let at_owner = take(&mut owner, 2);
+    assert_eq!(at_owner.iter().map(|g| g.0).collect::<Vec<_>>(), [0x33, 0x33]);
+    assert_eq!(owner.stats().rx_forwarded, 3, "{:?}", owner.stats());
+    let at_tenant = take(&mut tenant, 3);
+    assert_eq!(at_tenant.len(), 3);
+    for (qpn, from, port, integrity) in at_tenant {
+        // As the peer sent it: the owner keeps the sender's address and port.
+        assert_eq!((qpn, from, port), (0x22, ip2, 4791));
+        assert!(matches!(integrity, Integrity::IcrcButIpId { .. }), "the owner checked the ICRC: {integrity:?}");
+    }
+    // The tenant's own packets leave from its own port, their ICRC over it.
+    assert_eq!(tenant.send(&tx(ip2, &packets[..1])).unwrap(), 1);
+    let at_peer = take(&mut peer, 1);
+    assert_eq!(at_peer.len(), 1);
+    assert_eq!(at_peer[0].1, ip1);
+    assert_ne!(at_peer[0].2, 4791, "a tenant sends from a port of its own");
+    assert_eq!(peer.stats().rx_icrc_bad, 0);
+    // The owner's own packets to the tenant's QP reach it too (handed over
+    // at once, with their ICRC).
+    assert_eq!(owner.send(&tx(ip1, &packets[..1])).unwrap(), 1);
+    let from_owner = take(&mut tenant, 1);
+    assert_eq!(from_owner.first().map(|g| (g.0, g.1)), Some((0x22, ip1)));
+    assert_eq!(tenant.stats().rx_packets, 4);
+    // A QP the tenant let go of is the owner's again.
+    // (A release is not answered: the owner takes it in with its next receives.)
+    tenant.release(SteerKey::Qpn(0x22));
+    let start = Instant::now();
+    while owner.claim(SteerKey::Qpn(0x22)).is_err() && start.elapsed() < Duration::from_secs(10) {
+        take_for(&mut owner, Duration::from_millis(10));
+    }
+    owner.claim(SteerKey::Qpn(0x22)).unwrap();
+}
+
+#[test]
+fn when_the_owner_goes_its_tenant_takes_the_port_over() {
+    let net = TestNet::new();
+    let mut owner = udp_on(&net, 3);
+    let (mut tenant, _) = while_receiving(&mut owner, || {
+        let mut t = udp_on(&net, 3);
+        t.claim(SteerKey::Qpn(0x44)).unwrap();
+        t
+    });
+    drop(owner);
+    // The tenant finds its owner gone as it receives, binds port 4791 and
+    // keeps its QPs: a peer's packets to the address now come to it.
+    let mut peer = udp_on(&net, 4);
+    let packets = vec![roce_packet(0x44, 1, &[9; 16])];
+    let start = Instant::now();
+    let mut got = Vec::new();
+    while got.is_empty() && start.elapsed() < Duration::from_secs(10) {
+        let _ = peer.send(&tx(IpAddr::V4(net.ip(3)), &packets));
+        got = take_for(&mut tenant, Duration::from_millis(100));
+    }
+    assert_eq!(got.first().map(|g| g.0), Some(0x44), "the tenant took the port over");
+    // It is the owner now: a new link on the address becomes its tenant.
+    let (mut second, _) = while_receiving(&mut tenant, || udp_on(&net, 3));
+    assert_eq!(
+        while_receiving(&mut tenant, || second.claim(SteerKey::Qpn(0x44))).0.unwrap_err().kind(),
+        ErrorKind::AddrInUse
+    );
+}
+
+/// What `link` receives within `wait`.
+fn take_for(link: &mut UdpLink, wait: Duration) -> Vec<(u32, IpAddr, u16, Integrity)> {
+    let mut got = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < wait {
+        recv_each(link, Duration::from_millis(10), |d| got.push((qpn_of(d.roce), d.peer, d.src_port, d.integrity)))
+            .unwrap();
+    }
+    got
+}
