@@ -6,9 +6,11 @@
 //! DF (`IP_PMTUDISC_DO`) and is unconnected, so Linux writes IP Identification 0
 //! (`ip_select_ident_segs`: "DF and no connected destination" takes the zero
 //! branch); TOS, TTL and the header checksum are masked by the ICRC, the UDP
-//! checksum too. The source port is the bound port, 4791: a kernel socket
-//! cannot send from the per-QP source port the engine asks for, so this link
-//! ignores [`TxDatagram::src_port`] (receivers ignore the source port anyway).
+//! checksum too. The source port is the bound port, 4791 (a process that
+//! shares the address with another sends from a port of its own, see
+//! [`super::share`]): a kernel socket cannot send from the per-QP source port
+//! the engine asks for, so this link ignores [`TxDatagram::src_port`]
+//! (receivers ignore the source port anyway; the ICRC covers the one sent).
 //! `tests/udp_link.rs` captures the wire and compares it with the signed header.
 //!
 //! ## What is verified on receive
