@@ -108,6 +108,13 @@ fn pds_mrs_and_cqs_answer_as_rdma_core() {
 }
 
 #[test]
+fn a_forked_child_opens_the_device_its_parent_closed() {
+    if let Some(out) = run_c_program("fork") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn ud_qps_address_handles_srqs_and_inline_sends_answer_as_rdma_core() {
     if let Some(out) = run_c_program("ud_srq") {
         assert_eq!(out.trim(), "ok");
