@@ -194,6 +194,16 @@ fn two_programs_share_one_address() {
         let pings = client.lines().filter(|l| l.starts_with("ping data: rdma-ping-")).count();
         assert_eq!(pings, 50, "client: {client}\nserver: {server}");
     }
+    if have("udaddy") {
+        // UD over rdma_cm: the SIDR REQ goes to the listening process by its service ID.
+        let server = ["-b", "{server}", "-C", "10"];
+        let client = ["-b", "{server}", "-s", "{server}", "-C", "10"];
+        let (client, server) =
+            run_pair_on(End::dropin("udaddy", &server), End::dropin("udaddy", &client), "UNREACHABLE", true);
+        for text in [&client, &server] {
+            assert!(text.contains("data transfers complete") && text.contains("return status 0"), "{text}");
+        }
+    }
 }
 
 /// Debian's udaddy between two processes: UD QPs connected by rdma_cm
@@ -222,6 +232,18 @@ fn udaddy_resolves_ud_services_over_rdma_cm_and_exchanges_datagrams() {
 /// waits for all of them) and all three end well.
 #[test]
 fn mckey_delivers_every_datagram_to_both_receivers() {
+    mckey_two_receivers_one_sender([1, 2, 3]);
+}
+
+/// mckey's three processes all on one address (`-b` the same IP), as on one
+/// host's `rxe0`: each receiver's group socket gets every datagram.
+#[test]
+fn mckey_runs_three_processes_on_one_address() {
+    mckey_two_receivers_one_sender([1, 1, 1]);
+}
+
+/// Two mckey receivers and a sender on the test network's hosts `hosts`.
+fn mckey_two_receivers_one_sender(hosts: [u8; 3]) {
     if !have("mckey") {
         return;
     }
@@ -239,7 +261,7 @@ fn mckey_delivers_every_datagram_to_both_receivers() {
         cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
         cmd.spawn().expect("start mckey")
     };
-    let receivers = [mckey(1, false), mckey(2, false)];
+    let receivers = [mckey(hosts[0], false), mckey(hosts[1], false)];
     // Both joined: each holds a socket on the group's address and port 4791.
     for _ in 0..400 {
         if group_sockets(group) >= 2 {
@@ -248,7 +270,7 @@ fn mckey_delivers_every_datagram_to_both_receivers() {
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
     assert_eq!(group_sockets(group), 2, "both receivers joined {group}");
-    let sender = mckey(3, true).wait_with_output().unwrap();
+    let sender = mckey(hosts[2], true).wait_with_output().unwrap();
     let text = |o: &std::process::Output| {
         String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
     };
