@@ -216,8 +216,13 @@ const WAITING: &str = "* Waiting for client to connect... *";
 /// A server and then a client, on addresses 1 and 2 of `net` and a free TCP
 /// port; returns both ends' (code, stdout, stderr).
 fn pair(net: &TestNet, test: &str, args: &[&str]) -> ((i32, String, String), (i32, String, String)) {
+    pair_on(net, test, args, false)
+}
+
+/// [`pair`], both on address 1 of `net` when `shared`.
+fn pair_on(net: &TestNet, test: &str, args: &[&str], shared: bool) -> ((i32, String, String), (i32, String, String)) {
     let port = free_port();
-    let (sdev, cdev) = (net.udp(1), net.udp(2));
+    let (sdev, cdev) = (net.udp(1), net.udp(if shared { 1 } else { 2 }));
     let mut sargs = vec![test, "-d", &sdev, "-p", &port];
     sargs.extend_from_slice(args);
     let (server, seen) = Proc::start(&sargs).wait_for(WAITING);
@@ -349,6 +354,18 @@ fn two_processes_run_every_test() {
             check_rows(sout, header, fmt, 1);
         }
         assert!(sout.ends_with(RESULT_LINE) && cout.ends_with(RESULT_LINE), "{test}");
+    }
+}
+
+/// Server and client on one address (its port 4791 held by the server,
+/// which steers the client's packets to it): a manual-progress server that
+/// waits in its TCP exchange still lets the client in, and both tests end well.
+#[test]
+fn two_processes_share_one_address() {
+    for test in ["write_bw", "read_lat"] {
+        let (s, c) = pair_on(&TestNet::new(), test, &["-n", "200"], true);
+        let (sout, cout) = (ok(&s), ok(&c));
+        assert!(sout.ends_with(RESULT_LINE) && cout.ends_with(RESULT_LINE), "{test}: {sout}\n{cout}");
     }
 }
 

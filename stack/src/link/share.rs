@@ -31,6 +31,9 @@ use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::Duration;
 use uroce_transport::cm::steer::{sender_comm_id, steer};
 pub use uroce_transport::cm::SteerKey;
@@ -109,9 +112,7 @@ impl Share {
     pub(crate) fn descriptors(&self) -> Vec<RawFd> {
         match self {
             Share::Alone => Vec::new(),
-            Share::Owner(o) => {
-                std::iter::once(o.listener.as_raw_fd()).chain(o.tenants.iter().map(|t| t.stream.as_raw_fd())).collect()
-            }
+            Share::Owner(o) => o.descriptors(),
             Share::Tenant(t) => vec![t.fd()],
         }
     }
@@ -134,56 +135,134 @@ struct TenantConn {
     partial: Vec<u8>,
 }
 
-/// The owner's side: tenants and what each holds.
+/// The owner's side. Its tenants are served by a thread of the link's own
+/// (`serve`), so that they get their answers while the owner's program
+/// does other things (a program that moves its device by hand, blocked in
+/// an out-of-band exchange); the link's receive path reads the table under
+/// its lock only while there are tenants.
 pub(crate) struct Owner {
+    control: Arc<Mutex<Control>>,
+    has_tenants: Arc<AtomicBool>,
+    /// Written to stop the thread.
+    wake: UnixStream,
+    thread: Option<JoinHandle<()>>,
+    /// The process that made the thread (a forked child's copy has none).
+    pid: u32,
+}
+
+/// What the owner's thread serves: the listener, the tenants, who holds what.
+struct Control {
     listener: UnixListener,
     tenants: Vec<TenantConn>,
     holders: HashMap<SteerKey, Holder>,
     next_id: u64,
+    /// Whether `tenants` has any, for the receive path: set before a new
+    /// tenant's first answer, so that no packet of a granted claim is taken
+    /// for the owner's.
+    has_tenants: Arc<AtomicBool>,
 }
+
+/// How long the owner's thread sleeps at most between two looks at its stop flag.
+const OWNER_IDLE: Duration = Duration::from_millis(500);
 
 impl Owner {
     /// Listens for tenants under `name`; `None` when that cannot be (the
     /// name is held: another network namespace's owner is not ours to
     /// share with, nor is a process's that squats on it).
-    pub(crate) fn listen(name: &str, aux: &Epoll) -> Option<Owner> {
+    pub(crate) fn listen(name: &str) -> Option<Owner> {
         let addr = UnixAddr::from_abstract_name(name.as_bytes()).ok()?;
         let listener = UnixListener::bind_addr(&addr).ok()?;
         listener.set_nonblocking(true).ok()?;
-        aux.add(listener.as_raw_fd()).ok()?;
-        Some(Owner { listener, tenants: Vec::new(), holders: HashMap::new(), next_id: 1 })
+        let (wake, woken) = UnixStream::pair().ok()?;
+        let set = Epoll::new().ok()?;
+        set.add(listener.as_raw_fd()).ok()?;
+        set.add(woken.as_raw_fd()).ok()?;
+        let has_tenants = Arc::new(AtomicBool::new(false));
+        let tenants = Vec::new();
+        let control =
+            Control { listener, tenants, holders: HashMap::new(), next_id: 1, has_tenants: has_tenants.clone() };
+        let control = Arc::new(Mutex::new(control));
+        let c = control.clone();
+        let thread =
+            std::thread::Builder::new().name("uroce-share".into()).spawn(move || serve(&c, &set, woken)).ok()?;
+        Some(Owner { control, has_tenants, wake, thread: Some(thread), pid: std::process::id() })
+    }
+
+    fn control(&self) -> MutexGuard<'_, Control> {
+        self.control.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn has_tenants(&self) -> bool {
-        !self.tenants.is_empty()
+        self.has_tenants.load(Ordering::Acquire)
     }
 
     /// The port of the tenant a received packet belongs to, if it is not the owner's.
     pub(crate) fn route(&self, roce: &[u8]) -> Option<u16> {
-        let Holder::Tenant(id) = *self.holders.get(&steer(roce)?)? else { return None };
-        self.tenants.iter().find(|t| t.id == id)?.port
+        let key = steer(roce)?;
+        let c = self.control();
+        let Holder::Tenant(id) = *c.holders.get(&key)? else { return None };
+        c.tenants.iter().find(|t| t.id == id)?.port
     }
 
     /// The owner's own claim: refused if a tenant holds the key.
     pub(crate) fn claim(&mut self, key: SteerKey) -> io::Result<()> {
-        match self.holders.get(&key) {
+        let mut c = self.control();
+        match c.holders.get(&key) {
             Some(Holder::Tenant(_)) => Err(taken(key)),
             _ => {
-                self.holders.insert(key, Holder::Owner);
+                c.holders.insert(key, Holder::Owner);
                 Ok(())
             }
         }
     }
 
     pub(crate) fn release(&mut self, key: SteerKey) {
-        if self.holders.get(&key) == Some(&Holder::Owner) {
-            self.holders.remove(&key);
+        let mut c = self.control();
+        if c.holders.get(&key) == Some(&Holder::Owner) {
+            c.holders.remove(&key);
         }
     }
 
+    /// The listener's and the tenants' sockets, if the table is free to look at.
+    fn descriptors(&self) -> Vec<RawFd> {
+        let Ok(c) = self.control.try_lock() else { return Vec::new() };
+        std::iter::once(c.listener.as_raw_fd()).chain(c.tenants.iter().map(|t| t.stream.as_raw_fd())).collect()
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let thread = self.thread.take();
+        if self.pid != std::process::id() {
+            // A forked child's copy: the thread is the parent's.
+            std::mem::forget(thread);
+            return;
+        }
+        let _ = (&self.wake).write_all(&[1]);
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The owner's thread: serves the tenants as they speak, until woken to stop.
+fn serve(control: &Mutex<Control>, set: &Epoll, mut woken: UnixStream) {
+    let _ = woken.set_nonblocking(true);
+    loop {
+        let ready = set.wait(OWNER_IDLE).unwrap_or(false);
+        let mut b = [0u8; 1];
+        let stop = ready && !matches!(woken.read(&mut b), Err(ref e) if e.kind() == io::ErrorKind::WouldBlock);
+        if stop {
+            return;
+        }
+        control.lock().unwrap_or_else(|e| e.into_inner()).serve(set);
+    }
+}
+
+impl Control {
     /// Takes in new tenants and their messages, answers them, and forgets
     /// those that left (with all they held).
-    pub(crate) fn serve(&mut self, aux: &Epoll) {
+    fn serve(&mut self, aux: &Epoll) {
         // Bounded: the listener's backlog.
         for _ in 0..64 {
             let Ok((stream, _)) = self.listener.accept() else { break };
@@ -193,6 +272,7 @@ impl Owner {
             }
             self.tenants.push(TenantConn { id: self.next_id, stream, port: None, partial: Vec::new() });
             self.next_id += 1;
+            self.has_tenants.store(true, Ordering::Release);
         }
         let mut gone = Vec::new();
         for i in 0..self.tenants.len() {
@@ -205,6 +285,7 @@ impl Owner {
             aux.remove(t.stream.as_raw_fd());
             self.holders.retain(|_, h| *h != Holder::Tenant(t.id));
         }
+        self.has_tenants.store(!self.tenants.is_empty(), Ordering::Release);
     }
 
     /// Reads and answers tenant `i`'s messages; `false` once it is gone.
@@ -456,46 +537,29 @@ mod test {
 
     #[test]
     fn tenants_claim_and_are_steered_to() {
-        let aux = Epoll::new().unwrap();
         let name = format!("uroce/test/{}-{}", std::process::id(), line!());
-        let mut owner = Owner::listen(&name, &aux).unwrap();
+        // The owner's thread answers the tenant's questions.
+        let mut owner = Owner::listen(&name).unwrap();
         owner.claim(SteerKey::Qpn(0x11)).unwrap();
-        let mut t = Tenant::join_with(&name, 40000, &mut owner, &aux);
-        // Served while the tenant waits: a second thread plays the owner's rounds.
-        let claims = std::thread::scope(|s| {
-            let h = s.spawn(|| (t.claim(SteerKey::Qpn(0x22)), t.claim(SteerKey::Qpn(0x11))));
-            while !h.is_finished() {
-                owner.serve(&aux);
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            h.join().unwrap()
-        });
-        assert!(claims.0.is_ok());
-        assert_eq!(claims.1.unwrap_err().kind(), io::ErrorKind::AddrInUse);
+        let mut t = Tenant::join(&name, 40000).unwrap();
+        t.claim(SteerKey::Qpn(0x22)).unwrap();
+        assert_eq!(t.claim(SteerKey::Qpn(0x11)).unwrap_err().kind(), io::ErrorKind::AddrInUse);
+        assert!(owner.has_tenants());
         let mut p = [0u8; 16];
         p[5..8].copy_from_slice(&[0, 0, 0x22]);
         assert_eq!(owner.route(&p), Some(40000));
         p[7] = 0x11;
         assert_eq!(owner.route(&p), None);
         assert_eq!(owner.claim(SteerKey::Qpn(0x22)).unwrap_err().kind(), io::ErrorKind::AddrInUse);
-        // A tenant that leaves lets go of all it held.
+        // A tenant that leaves lets go of all it held (bounded wait for the thread to see it).
         drop(t);
-        owner.serve(&aux);
+        for _ in 0..500 {
+            if !owner.has_tenants() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert!(!owner.has_tenants());
         owner.claim(SteerKey::Qpn(0x22)).unwrap();
-    }
-
-    impl Tenant {
-        /// Joins with the owner served meanwhile by this thread.
-        fn join_with(name: &str, port: u16, owner: &mut Owner, aux: &Epoll) -> Tenant {
-            std::thread::scope(|s| {
-                let h = s.spawn(|| Tenant::join(name, port));
-                while !h.is_finished() {
-                    owner.serve(aux);
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                h.join().unwrap().unwrap()
-            })
-        }
     }
 }

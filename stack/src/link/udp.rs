@@ -618,7 +618,7 @@ impl Link for UdpLink {
 impl UdpLink {
     /// Whether the unicast socket, or a group's, is readable within `timeout`.
     fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
-        match self.groups.is_empty() && matches!(self.share, Share::Alone) {
+        match self.groups.is_empty() && !matches!(self.share, Share::Tenant(_)) {
             true => mmsg::wait_readable(self.sock.fd(), timeout),
             false => mmsg::wait_readable_any(&[self.sock.fd(), self.aux_wait.fd()], timeout),
         }
@@ -687,11 +687,11 @@ impl UdpLink {
     const SERVE_WHEN_IDLE: u32 = 4;
     const SERVE_AT_LEAST: u32 = 64;
 
-    /// Serves the processes sharing the address: an owner takes in tenants
-    /// and their claims, a tenant looks whether its owner left. Every few
-    /// receives, so that the hot path pays one `epoll_wait` in 64 at most.
+    /// A tenant looks whether its owner left (an owner's tenants are served
+    /// by a thread of its own). Every few receives, so that the hot path
+    /// pays one `epoll_wait` in 64 at most.
     fn serve_sharing(&mut self, received: usize) {
-        if matches!(self.share, Share::Alone) {
+        if !matches!(self.share, Share::Tenant(_)) {
             return;
         }
         self.empty_recvs += 1;
@@ -704,13 +704,9 @@ impl UdpLink {
         if !self.aux_wait.wait(Duration::ZERO).unwrap_or(true) {
             return;
         }
-        match &mut self.share {
-            Share::Alone => {}
-            Share::Owner(o) => o.serve(&self.aux_wait),
-            Share::Tenant(t) => {
-                if t.owner_gone() {
-                    self.take_over();
-                }
+        if let Share::Tenant(t) = &mut self.share {
+            if t.owner_gone() {
+                self.take_over();
             }
         }
     }
@@ -838,7 +834,7 @@ impl UdpLink {
         self.sock = sock;
         self.port = ROCEV2_UDP_PORT;
         for _ in 0..50 {
-            if let Some(mut owner) = Owner::listen(name, &self.aux_wait) {
+            if let Some(mut owner) = Owner::listen(name) {
                 for k in claims {
                     let _ = owner.claim(*k);
                 }
@@ -871,9 +867,7 @@ fn bind_or_join(
             break;
         }
         match bind_when_ready(ip, scope.0, scope.1, offload) {
-            Ok(sock) => {
-                return Ok((sock, ROCEV2_UDP_PORT, Owner::listen(&name, aux).map_or(Share::Alone, Share::Owner)))
-            }
+            Ok(sock) => return Ok((sock, ROCEV2_UDP_PORT, Owner::listen(&name).map_or(Share::Alone, Share::Owner))),
             Err(LinkError::AddressInUse(at)) if may_share => match join_owner(ip, scope.1, offload, aux) {
                 Joined::Yes(sock, port, tenant) => return Ok((sock, port, tenant)),
                 // Another program's port, or another user's uroce.
