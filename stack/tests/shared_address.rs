@@ -39,10 +39,20 @@ fn qpn_of(roce: &[u8]) -> u32 {
 
 /// Receives on `link` until `n` datagrams came or 10 s passed: (qpn, peer, src port, integrity).
 fn take(link: &mut UdpLink, n: usize) -> Vec<(u32, IpAddr, u16, Integrity)> {
+    take_until(link, n, Duration::from_secs(10))
+}
+
+/// What `link` receives within `wait`.
+fn take_for(link: &mut UdpLink, wait: Duration) -> Vec<(u32, IpAddr, u16, Integrity)> {
+    take_until(link, usize::MAX, wait)
+}
+
+/// Receives on `link` until `n` datagrams came or `wait` passed.
+fn take_until(link: &mut UdpLink, n: usize, wait: Duration) -> Vec<(u32, IpAddr, u16, Integrity)> {
     let mut got = Vec::new();
     let start = Instant::now();
-    while got.len() < n && start.elapsed() < Duration::from_secs(10) {
-        recv_each(link, Duration::from_millis(20), |d| got.push((qpn_of(d.roce), d.peer, d.src_port, d.integrity)))
+    while got.len() < n && start.elapsed() < wait {
+        recv_each(link, Duration::from_millis(10), |d| got.push((qpn_of(d.roce), d.peer, d.src_port, d.integrity)))
             .unwrap();
     }
     got
@@ -125,15 +135,4 @@ fn when_the_owner_goes_its_tenant_takes_the_port_over() {
         while_receiving(&mut tenant, || second.claim(SteerKey::Qpn(0x44))).0.unwrap_err().kind(),
         ErrorKind::AddrInUse
     );
-}
-
-/// What `link` receives within `wait`.
-fn take_for(link: &mut UdpLink, wait: Duration) -> Vec<(u32, IpAddr, u16, Integrity)> {
-    let mut got = Vec::new();
-    let start = Instant::now();
-    while start.elapsed() < wait {
-        recv_each(link, Duration::from_millis(10), |d| got.push((qpn_of(d.roce), d.peer, d.src_port, d.integrity)))
-            .unwrap();
-    }
-    got
 }
