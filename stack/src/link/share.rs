@@ -11,7 +11,8 @@
 //! for a QP, a listener or a connection a tenant claimed goes to that
 //! tenant's port, from `IP:4791` (which only the owner can send from), behind
 //! a `Forwarded` header that keeps the sender's address and how far the
-//! owner checked its ICRC. Everything else is the owner's.
+//! owner checked its ICRC, and carries a secret token the owner gave that
+//! tenant. Everything else is the owner's.
 //!
 //! Tenants claim QPNs and listened-to service IDs as they make them, and the
 //! comm IDs their CM messages announce as they send them; a claim of what
@@ -128,6 +129,10 @@ enum Holder {
 /// A tenant as the owner sees it.
 struct TenantConn {
     id: u64,
+    /// A secret the owner gives the tenant in its hello's answer and puts
+    /// in every packet it forwards: a process that got hold of port 4791
+    /// while the owner was gone cannot pass packets off as forwarded.
+    token: u64,
     stream: UnixStream,
     /// Its UDP port, from its hello: where its packets go.
     port: Option<u16>,
@@ -196,12 +201,14 @@ impl Owner {
         self.has_tenants.load(Ordering::Acquire)
     }
 
-    /// The port of the tenant a received packet belongs to, if it is not the owner's.
-    pub(crate) fn route(&self, roce: &[u8]) -> Option<u16> {
+    /// The port and token of the tenant a received packet belongs to, if
+    /// it is not the owner's.
+    pub(crate) fn route(&self, roce: &[u8]) -> Option<(u16, u64)> {
         let key = steer(roce)?;
         let c = self.control();
         let Holder::Tenant(id) = *c.holders.get(&key)? else { return None };
-        c.tenants.iter().find(|t| t.id == id)?.port
+        let t = c.tenants.iter().find(|t| t.id == id)?;
+        Some((t.port?, t.token))
     }
 
     /// The owner's own claim: refused if a tenant holds the key.
@@ -270,7 +277,8 @@ impl Control {
             if !same_user || stream.set_nonblocking(true).is_err() || aux.add(stream.as_raw_fd()).is_err() {
                 continue;
             }
-            self.tenants.push(TenantConn { id: self.next_id, stream, port: None, partial: Vec::new() });
+            let token = rand::random::<u64>();
+            self.tenants.push(TenantConn { id: self.next_id, token, stream, port: None, partial: Vec::new() });
             self.next_id += 1;
             self.has_tenants.store(true, Ordering::Release);
         }
@@ -316,9 +324,11 @@ impl Control {
     fn answer(&mut self, i: usize, m: &[u8]) -> bool {
         let id = self.tenants[i].id;
         let (op, key, value) = decode(m);
+        let mut answer = 0;
         let status = match (op, key) {
             (HELLO, _) => {
                 self.tenants[i].port = u16::try_from(value).ok().filter(|p| *p != 0);
+                answer = self.tenants[i].token;
                 GRANTED
             }
             (CLAIM, Some(k)) => match self.holders.get(&k) {
@@ -336,9 +346,15 @@ impl Control {
             }
             _ => return false,
         };
-        let reply = encode(REPLY, None, u64::from(status));
-        self.tenants[i].stream.write_all(&reply).is_ok()
+        self.tenants[i].stream.write_all(&reply(status, answer)).is_ok()
     }
+}
+
+/// An answer: granted or taken, and a value (a hello's token).
+fn reply(status: u8, value: u64) -> [u8; MSG_LEN] {
+    let mut m = encode(REPLY, None, value);
+    m[1] = status;
+    m
 }
 
 fn taken(key: SteerKey) -> io::Error {
@@ -348,6 +364,8 @@ fn taken(key: SteerKey) -> io::Error {
 /// A tenant's side: its connection to the owner and what it claimed.
 pub(crate) struct Tenant {
     control: UnixStream,
+    /// The owner's secret for this tenant: in every packet it forwards.
+    token: u64,
     claims: HashSet<SteerKey>,
     /// The comm IDs claimed, oldest first.
     comm_ids: VecDeque<u32>,
@@ -362,8 +380,8 @@ impl Tenant {
             return Err(io::Error::new(io::ErrorKind::PermissionDenied, "the address is another user's"));
         }
         control.set_read_timeout(Some(ANSWER_WAIT))?;
-        let mut t = Tenant { control, claims: HashSet::new(), comm_ids: VecDeque::new() };
-        t.ask(encode(HELLO, None, u64::from(port)))?;
+        let mut t = Tenant { control, token: 0, claims: HashSet::new(), comm_ids: VecDeque::new() };
+        t.token = t.ask(encode(HELLO, None, u64::from(port)))?;
         Ok(t)
     }
 
@@ -376,8 +394,13 @@ impl Tenant {
         self.claims.iter().copied()
     }
 
-    /// Sends `msg` and waits for the answer: granted, or an error.
-    fn ask(&mut self, msg: [u8; MSG_LEN]) -> io::Result<()> {
+    /// Whether a forwarded packet's header carries this tenant's token.
+    pub(crate) fn is_from_owner(&self, f: &Forwarded) -> bool {
+        f.token == self.token
+    }
+
+    /// Sends `msg` and waits for the answer: granted (with its value), or an error.
+    fn ask(&mut self, msg: [u8; MSG_LEN]) -> io::Result<u64> {
         self.control.write_all(&msg)?;
         let mut reply = [0u8; MSG_LEN];
         self.control.read_exact(&mut reply).map_err(|e| match e.kind() {
@@ -387,9 +410,10 @@ impl Tenant {
             ),
             _ => e,
         })?;
-        match decode(&reply) {
-            (REPLY, _, v) if v == u64::from(GRANTED) => Ok(()),
-            (REPLY, _, _) => Err(io::Error::from(io::ErrorKind::AddrInUse)),
+        let (op, _, value) = decode(&reply);
+        match (op, reply[1]) {
+            (REPLY, GRANTED) => Ok(value),
+            (REPLY, TAKEN) => Err(io::Error::from(io::ErrorKind::AddrInUse)),
             _ => Err(io::Error::new(io::ErrorKind::InvalidData, "a garbled answer from the address's owner")),
         }
     }
@@ -398,7 +422,7 @@ impl Tenant {
         if self.claims.contains(&key) {
             return Ok(());
         }
-        self.ask(encode(CLAIM, Some(key), 0)).map_err(|e| match e.kind() {
+        self.ask(encode(CLAIM, Some(key), 0)).map(drop).map_err(|e| match e.kind() {
             io::ErrorKind::AddrInUse => taken(key),
             _ => e,
         })?;
@@ -454,10 +478,12 @@ pub(crate) struct Forwarded {
     pub src_port: u16,
     pub local: IpAddr,
     pub integrity: super::Integrity,
+    /// The receiving tenant's token.
+    pub token: u64,
 }
 
 impl Forwarded {
-    pub(crate) const LEN: usize = 44;
+    pub(crate) const LEN: usize = 52;
     const MAGIC: [u8; 4] = *b"uRfw";
 
     pub(crate) fn emit(&self) -> [u8; Self::LEN] {
@@ -475,6 +501,7 @@ impl Forwarded {
         h[8..10].copy_from_slice(&self.src_port.to_be_bytes());
         h[12..28].copy_from_slice(&v6(self.peer));
         h[28..44].copy_from_slice(&v6(self.local));
+        h[44..52].copy_from_slice(&self.token.to_le_bytes());
         h
     }
 
@@ -495,11 +522,14 @@ impl Forwarded {
             o.copy_from_slice(b);
             super::wire_addr(IpAddr::from(o))
         };
+        let mut token = [0u8; 8];
+        token.copy_from_slice(&h[44..52]);
         Some(Forwarded {
             peer: ip(&h[12..28]),
             src_port: u16::from_be_bytes([h[8], h[9]]),
             local: ip(&h[28..44]),
             integrity,
+            token: u64::from_le_bytes(token),
         })
     }
 }
@@ -530,6 +560,7 @@ mod test {
             src_port: 49152,
             local: "fd00::5".parse().unwrap(),
             integrity: Integrity::IcrcButIpId { ident: 0x1234 },
+            token: 0x0123_4567_89ab_cdef,
         };
         assert_eq!(Forwarded::parse(&f.emit()), Some(f));
         assert_eq!(Forwarded::parse(&[0u8; Forwarded::LEN]), None);
@@ -547,7 +578,13 @@ mod test {
         assert!(owner.has_tenants());
         let mut p = [0u8; 16];
         p[5..8].copy_from_slice(&[0, 0, 0x22]);
-        assert_eq!(owner.route(&p), Some(40000));
+        assert_eq!(owner.route(&p), Some((40000, t.token)));
+        // Only a header with the tenant's secret passes for the owner's.
+        let local = "127.0.0.1".parse().unwrap();
+        let mut f = Forwarded { peer: local, src_port: 4791, local, integrity: Integrity::Icrc, token: t.token };
+        assert!(t.is_from_owner(&f));
+        f.token ^= 1;
+        assert!(!t.is_from_owner(&f));
         p[7] = 0x11;
         assert_eq!(owner.route(&p), None);
         assert_eq!(owner.claim(SteerKey::Qpn(0x22)).unwrap_err().kind(), io::ErrorKind::AddrInUse);

@@ -290,8 +290,8 @@ impl UdpLink {
             }
         };
         if let Share::Owner(owner) = self.share.with_tenants() {
-            if let Some(port) = owner.route(roce) {
-                let hdr = Forwarded { peer, src_port: src.port(), local, integrity };
+            if let Some((port, token)) = owner.route(roce) {
+                let hdr = Forwarded { peer, src_port: src.port(), local, integrity, token };
                 self.forward(port, &hdr, batch.bytes(at));
                 return false;
             }
@@ -510,7 +510,7 @@ impl Link for UdpLink {
         }
         // An owner's packets to a tenant go to it at once, not round through
         // the owner's own socket (where they would be lost if it closed).
-        let tenant_ports: Vec<Option<u16>> = match self.share.with_tenants() {
+        let tenant_ports: Vec<Option<(u16, u64)>> = match self.share.with_tenants() {
             Share::Owner(owner) => {
                 batch.iter().map(|d| owner.route(d.roce).filter(|_| wire_addr(d.peer) == self.local)).collect()
             }
@@ -521,7 +521,7 @@ impl Link for UdpLink {
             let mut handed = 0;
             for (d, port) in batch.iter().zip(tenant_ports) {
                 match port {
-                    Some(p) => handed += usize::from(self.hand_to_tenant(p, d.roce)),
+                    Some(to) => handed += usize::from(self.hand_to_tenant(to, d.roce)),
                     None => mine.push(*d),
                 }
             }
@@ -721,7 +721,7 @@ impl UdpLink {
 
     /// Hands a packet this owner sends to its own address to the tenant on
     /// `port`, as if it had come back from the wire: ICRC and all.
-    fn hand_to_tenant(&mut self, port: u16, roce: &[u8]) -> bool {
+    fn hand_to_tenant(&mut self, (port, token): (u16, u64), roce: &[u8]) -> bool {
         let ends = (self.local, ROCEV2_UDP_PORT);
         let mut hdr = [0u8; MAX_HEADERS_LEN];
         let Some((iph, n)) = emit_headers(ends, ends, 0, roce.len(), &mut hdr) else { return false };
@@ -732,7 +732,7 @@ impl UdpLink {
         self.scratch.extend_from_slice(&roce[..roce.len() - ICRC_LEN]);
         self.scratch.extend_from_slice(&crc.to_le_bytes());
         let integrity = if self.local.is_ipv4() { Integrity::IcrcButIpId { ident: 0 } } else { Integrity::Icrc };
-        let hdr = Forwarded { peer: self.local, src_port: ROCEV2_UDP_PORT, local: self.local, integrity };
+        let hdr = Forwarded { peer: self.local, src_port: ROCEV2_UDP_PORT, local: self.local, integrity, token };
         let packet = std::mem::take(&mut self.scratch);
         let sent = self.forward(port, &hdr, &packet);
         self.scratch = packet;
@@ -763,7 +763,8 @@ impl UdpLink {
     fn keep_forwarded(&mut self, src: SocketAddr, batch: &mut RxBatch, at: Range<usize>) -> bool {
         let from_owner = wire_addr(src.ip()) == self.local && src.port() == ROCEV2_UDP_PORT;
         let hdr = batch.bytes(at.clone());
-        let fwd = Forwarded::parse(hdr).filter(|_| from_owner && hdr.len() >= Forwarded::LEN + MIN_ROCE);
+        let owner = |f: &Forwarded| matches!(&self.share, Share::Tenant(t) if t.is_from_owner(f));
+        let fwd = Forwarded::parse(hdr).filter(|f| from_owner && owner(f) && hdr.len() >= Forwarded::LEN + MIN_ROCE);
         let Some(f) = fwd else {
             self.stats.rx_other += 1;
             return false;
