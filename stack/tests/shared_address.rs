@@ -58,15 +58,19 @@ fn take_until(link: &mut UdpLink, n: usize, wait: Duration) -> Vec<(u32, IpAddr,
     got
 }
 
+/// Two links on address `host` of `net`: the first holds the port, the
+/// second has claimed QP `qpn`.
+fn owner_and_tenant(net: &TestNet, host: u8, qpn: u32) -> (UdpLink, UdpLink) {
+    let owner = udp_on(net, host);
+    let mut tenant = udp_on(net, host);
+    tenant.claim(SteerKey::Qpn(qpn)).unwrap();
+    (owner, tenant)
+}
+
 #[test]
 fn a_tenant_gets_the_packets_of_its_qps_and_sends_from_its_own_port() {
     let net = TestNet::new();
-    let mut owner = udp_on(&net, 1);
-    let (mut tenant, _) = while_receiving(&mut owner, || {
-        let mut t = udp_on(&net, 1);
-        t.claim(SteerKey::Qpn(0x22)).unwrap();
-        t
-    });
+    let (mut owner, mut tenant) = owner_and_tenant(&net, 1, 0x22);
     assert_eq!(owner.claim(SteerKey::Qpn(0x22)).unwrap_err().kind(), ErrorKind::AddrInUse);
     owner.claim(SteerKey::Qpn(0x33)).unwrap();
     // A peer sends to the shared address: three for the tenant's QP, two for the owner's.
@@ -111,12 +115,7 @@ fn a_tenant_gets_the_packets_of_its_qps_and_sends_from_its_own_port() {
 #[test]
 fn when_the_owner_goes_its_tenant_takes_the_port_over() {
     let net = TestNet::new();
-    let mut owner = udp_on(&net, 3);
-    let (mut tenant, _) = while_receiving(&mut owner, || {
-        let mut t = udp_on(&net, 3);
-        t.claim(SteerKey::Qpn(0x44)).unwrap();
-        t
-    });
+    let (owner, mut tenant) = owner_and_tenant(&net, 3, 0x44);
     drop(owner);
     // The tenant finds its owner gone as it receives, binds port 4791 and
     // keeps its QPs: a peer's packets to the address now come to it.

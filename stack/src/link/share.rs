@@ -57,8 +57,8 @@ const REPLY: u8 = 4;
 /// A reply's status: granted, or held by another process.
 const GRANTED: u8 = 0;
 const TAKEN: u8 = 1;
-/// How long a tenant waits for the owner's answer: the owner answers from
-/// its next round, at once unless its program moves it by hand and stopped.
+/// How long a tenant waits for the owner's answer: the owner's thread
+/// answers at once, unless the owner is closing.
 const ANSWER_WAIT: Duration = Duration::from_secs(2);
 /// The comm IDs a tenant keeps claimed (the oldest are let go beyond).
 const MAX_COMM_IDS: usize = 65536;
@@ -92,20 +92,22 @@ fn decode(m: &[u8]) -> (u8, Option<SteerKey>, u64) {
 
 /// A udp link's part in sharing its address.
 pub(crate) enum Share {
-    /// Holds the port and shares with nobody (another namespace's process
-    /// holds the owner's name, or the link was opened not to share).
+    /// Shares with nobody: the link holds the port but another process
+    /// holds the owner's name (another network namespace's owner, or one
+    /// that squats on it), or a tenant found no owner to join after its own
+    /// left.
     Alone,
     Owner(Owner),
     Tenant(Tenant),
 }
 
 impl Share {
-    /// This share if it is an owner's with tenants (the only case where a
-    /// received packet may be another process's).
-    pub(crate) fn with_tenants(&self) -> &Share {
+    /// The owner, if this is an owner's share with tenants (the only case
+    /// where a packet may be another process's).
+    pub(crate) fn owner_with_tenants(&self) -> Option<&Owner> {
         match self {
-            Share::Owner(o) if o.has_tenants() => self,
-            _ => &Share::Alone,
+            Share::Owner(o) if o.has_tenants() => Some(o),
+            _ => None,
         }
     }
 
@@ -406,7 +408,7 @@ impl Tenant {
         self.control.read_exact(&mut reply).map_err(|e| match e.kind() {
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
                 io::ErrorKind::TimedOut,
-                "the process that holds this address did not answer (a program that moves its device by hand?)",
+                "the process that holds this address did not answer (is it closing?)",
             ),
             _ => e,
         })?;

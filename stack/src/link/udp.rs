@@ -116,8 +116,8 @@ pub struct UdpLink {
     /// A tenant's wait descriptor: its socket, and the port's once it takes
     /// the port over.
     tenant_wait: Option<Epoll>,
-    /// Receives that found nothing: every few, the sharing processes are served.
-    empty_recvs: u32,
+    /// Receives since a tenant last looked whether its owner is still there.
+    recvs_since_look: u32,
     /// The interface index multicast is joined and sent on (IPv6).
     ifindex: u32,
 }
@@ -215,7 +215,7 @@ impl UdpLink {
             port,
             share,
             tenant_wait,
-            empty_recvs: 0,
+            recvs_since_look: 0,
             ifindex,
         })
     }
@@ -289,10 +289,10 @@ impl UdpLink {
                 None => return false,
             }
         };
-        if let Share::Owner(owner) = self.share.with_tenants() {
+        if let Some(owner) = self.share.owner_with_tenants() {
             if let Some((port, token)) = owner.route(roce) {
                 let hdr = Forwarded { peer, src_port: src.port(), local, integrity, token };
-                self.forward(port, &hdr, batch.bytes(at));
+                self.forward(port, &hdr, batch.bytes(at), &[]);
                 return false;
             }
         }
@@ -320,12 +320,9 @@ impl UdpLink {
         roce: &[u8],
         repr: &mut FrameRepr,
     ) -> Option<Integrity> {
-        let mut hdr = [0u8; MAX_HEADERS_LEN];
         let body = &roce[..roce.len() - ICRC_LEN];
         let carried = icrc::carried(roce).unwrap_or(0);
-        let c0 = emit_headers(peer, (local, ROCEV2_UDP_PORT), 0, roce.len(), &mut hdr)
-            .and_then(|(iph, n)| icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body).ok());
-        let Some(c0) = c0 else {
+        let Some(c0) = icrc_between(peer, (local, ROCEV2_UDP_PORT), 0, roce) else {
             self.stats.rx_malformed += 1;
             return None;
         };
@@ -342,6 +339,15 @@ impl UdpLink {
         }
         integrity
     }
+}
+
+/// The ICRC of `roce` (BTH .. ICRC) sent from `src` to `dst` with IPv4
+/// Identification `ident`, over the IP and UDP headers the kernel writes;
+/// `None` when the two addresses are of different families.
+fn icrc_between(src: (IpAddr, u16), dst: (IpAddr, u16), ident: u16, roce: &[u8]) -> Option<u32> {
+    let mut hdr = [0u8; MAX_HEADERS_LEN];
+    let (iph, n) = emit_headers(src, dst, ident, roce.len(), &mut hdr)?;
+    icrc::compute_parts(&hdr[..iph], &hdr[iph..n], &roce[..roce.len() - ICRC_LEN]).ok()
 }
 
 /// Errors of one datagram, which drop it rather than fail the link.
@@ -402,7 +408,6 @@ impl UdpLink {
     /// Puts `batch` on the wire (see [`Link::send`]).
     fn send_out(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
         let mut sent = 0;
-        let mut hdr = [0u8; MAX_HEADERS_LEN];
         for chunk in batch.chunks(MAX_BATCH) {
             // Which datagrams this link can carry at all.
             let mut ok = [false; MAX_BATCH];
@@ -433,9 +438,7 @@ impl UdpLink {
                     let ident = if len > 1 { (k - group.start) as u16 } else { 0 };
                     let ends = ((self.local, self.port), (wire_addr(d.peer), ROCEV2_UDP_PORT));
                     // The families match: `ok` checked.
-                    let (iph, n) = emit_headers(ends.0, ends.1, ident, d.roce.len(), &mut hdr).unwrap_or((0, 0));
-                    let body = &d.roce[..d.roce.len() - ICRC_LEN];
-                    icrcs[k] = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], body).unwrap_or(0).to_le_bytes();
+                    icrcs[k] = icrc_between(ends.0, ends.1, ident, d.roce).unwrap_or(0).to_le_bytes();
                 }
                 spans[nmsg] = (group.start, len);
                 nmsg += 1;
@@ -510,11 +513,11 @@ impl Link for UdpLink {
         }
         // An owner's packets to a tenant go to it at once, not round through
         // the owner's own socket (where they would be lost if it closed).
-        let tenant_ports: Vec<Option<(u16, u64)>> = match self.share.with_tenants() {
-            Share::Owner(owner) => {
+        let tenant_ports: Vec<Option<(u16, u64)>> = match self.share.owner_with_tenants() {
+            Some(owner) => {
                 batch.iter().map(|d| owner.route(d.roce).filter(|_| wire_addr(d.peer) == self.local)).collect()
             }
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         if tenant_ports.iter().any(Option::is_some) {
             let mut mine = Vec::with_capacity(batch.len());
@@ -666,7 +669,7 @@ impl Drop for UdpLink {
     /// An owner that closes hands its tenants what came for them and waits
     /// in its socket: they take the port over next, and would not see it.
     fn drop(&mut self) {
-        if !matches!(self.share.with_tenants(), Share::Owner(_)) {
+        if self.share.owner_with_tenants().is_none() {
             return;
         }
         let mut batch = RxBatch::new();
@@ -694,13 +697,13 @@ impl UdpLink {
         if !matches!(self.share, Share::Tenant(_)) {
             return;
         }
-        self.empty_recvs += 1;
-        let due =
-            (received == 0 && self.empty_recvs >= Self::SERVE_WHEN_IDLE) || self.empty_recvs >= Self::SERVE_AT_LEAST;
+        self.recvs_since_look += 1;
+        let due = (received == 0 && self.recvs_since_look >= Self::SERVE_WHEN_IDLE)
+            || self.recvs_since_look >= Self::SERVE_AT_LEAST;
         if !due {
             return;
         }
-        self.empty_recvs = 0;
+        self.recvs_since_look = 0;
         if !self.aux_wait.wait(Duration::ZERO).unwrap_or(true) {
             return;
         }
@@ -723,19 +726,10 @@ impl UdpLink {
     /// `port`, as if it had come back from the wire: ICRC and all.
     fn hand_to_tenant(&mut self, (port, token): (u16, u64), roce: &[u8]) -> bool {
         let ends = (self.local, ROCEV2_UDP_PORT);
-        let mut hdr = [0u8; MAX_HEADERS_LEN];
-        let Some((iph, n)) = emit_headers(ends, ends, 0, roce.len(), &mut hdr) else { return false };
-        let Ok(crc) = icrc::compute_parts(&hdr[..iph], &hdr[iph..n], &roce[..roce.len() - ICRC_LEN]) else {
-            return false;
-        };
-        self.scratch.clear();
-        self.scratch.extend_from_slice(&roce[..roce.len() - ICRC_LEN]);
-        self.scratch.extend_from_slice(&crc.to_le_bytes());
+        let Some(crc) = icrc_between(ends, ends, 0, roce) else { return false };
         let integrity = if self.local.is_ipv4() { Integrity::IcrcButIpId { ident: 0 } } else { Integrity::Icrc };
         let hdr = Forwarded { peer: self.local, src_port: ROCEV2_UDP_PORT, local: self.local, integrity, token };
-        let packet = std::mem::take(&mut self.scratch);
-        let sent = self.forward(port, &hdr, &packet);
-        self.scratch = packet;
+        let sent = self.forward(port, &hdr, &roce[..roce.len() - ICRC_LEN], &crc.to_le_bytes());
         if sent {
             self.stats.tx_packets += 1;
             self.stats.tx_bytes += roce.len() as u64;
@@ -743,10 +737,11 @@ impl UdpLink {
         sent
     }
 
-    /// Hands a received packet to the tenant on `port`, from `IP:4791`.
-    fn forward(&mut self, port: u16, hdr: &Forwarded, roce: &[u8]) -> bool {
+    /// Hands a packet (its bytes up to the ICRC, then the ICRC, which may
+    /// be in them already) to the tenant on `port`, from `IP:4791`.
+    fn forward(&mut self, port: u16, hdr: &Forwarded, body: &[u8], icrc: &[u8]) -> bool {
         let h = hdr.emit();
-        let iov: [&[u8]; 2] = [&h, roce];
+        let iov: [&[u8]; 3] = [&h, body, icrc];
         let mut to = self.socket_addr(self.local);
         to.set_port(port);
         let msg = TxMsg { addr: Some(to), iov: &iov, gso_segment: 0 };
@@ -788,61 +783,28 @@ impl UdpLink {
         true
     }
 
-    /// The owner left: this tenant takes `IP:4791` over (and its claims
-    /// with it), or joins the tenant that did and claims them again.
-    /// Bounded: 100 tries 20 ms apart within 3 s, while the others race for
-    /// the port; a tenant that finds neither stays alone, and receives
-    /// nothing more (its QPs time out, as on a network that failed).
+    /// The owner left: this tenant takes `IP:4791` over, or joins the
+    /// tenant that did ([`bind_or_join`], bounded), and claims again what it
+    /// held. A tenant that finds neither stays alone, and receives nothing
+    /// more (its QPs time out, as on a network that failed).
     fn take_over(&mut self) {
         let Share::Tenant(old) = std::mem::replace(&mut self.share, Share::Alone) else { return };
         self.aux_wait.remove(old.fd());
         let claims: Vec<SteerKey> = old.claims().collect();
         drop(old);
-        let name = owner_name(self.local, self.scope_id);
-        let deadline = std::time::Instant::now() + Duration::from_secs(3);
-        for _ in 0..100 {
-            if std::time::Instant::now() > deadline {
-                break;
-            }
-            match bind(self.local, self.scope_id, self.offload) {
-                Ok(sock) => {
-                    self.become_owner(sock, &name, &claims);
-                    return;
-                }
-                Err(LinkError::AddressInUse(_)) => {
-                    if let Ok(mut t) = Tenant::join(&name, self.port) {
-                        let _ = self.aux_wait.add(t.fd());
-                        for k in &claims {
-                            let _ = t.claim(*k);
-                        }
-                        self.share = Share::Tenant(t);
-                        return;
-                    }
-                }
-                Err(_) => return,
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Holds `IP:4791` now (`sock`): listens for tenants under `name` (the
-    /// old owner's name may linger a moment after its port) and holds `claims`.
-    fn become_owner(&mut self, sock: UdpSocket, name: &str, claims: &[SteerKey]) {
+        let Ok((sock, port, share)) =
+            bind_or_join(self.local, (None, self.scope_id), self.offload, true, &self.aux_wait)
+        else {
+            return;
+        };
         if let Some(w) = &self.tenant_wait {
             w.remove(self.sock.fd());
             let _ = w.add(sock.fd());
         }
-        self.sock = sock;
-        self.port = ROCEV2_UDP_PORT;
-        for _ in 0..50 {
-            if let Some(mut owner) = Owner::listen(name) {
-                for k in claims {
-                    let _ = owner.claim(*k);
-                }
-                self.share = Share::Owner(owner);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let _ = sock.set_multicast_source(self.local, self.ifindex);
+        (self.sock, self.port, self.share) = (sock, port, share);
+        for k in claims {
+            let _ = self.claim_once(k);
         }
     }
 }
@@ -868,7 +830,7 @@ fn bind_or_join(
             break;
         }
         match bind_when_ready(ip, scope.0, scope.1, offload) {
-            Ok(sock) => return Ok((sock, ROCEV2_UDP_PORT, Owner::listen(&name).map_or(Share::Alone, Share::Owner))),
+            Ok(sock) => return Ok((sock, ROCEV2_UDP_PORT, listen_as_owner(&name))),
             Err(LinkError::AddressInUse(at)) if may_share => match join_owner(ip, scope.1, offload, aux) {
                 Joined::Yes(sock, port, tenant) => return Ok((sock, port, tenant)),
                 // Another program's port, or another user's uroce.
@@ -880,6 +842,20 @@ fn bind_or_join(
         std::thread::sleep(Duration::from_millis(20));
     }
     Err(last.unwrap_or(LinkError::Spec { spec: format!("udp:{ip}"), why: "the address's owner did not answer".into() }))
+}
+
+/// Listens for tenants under `name`, waiting (bounded, 50 tries 20 ms
+/// apart) while the name lingers: an owner that just closed lets go of its
+/// port before its name. Alone if the name stays held (another network
+/// namespace's owner, or a process that squats on it).
+fn listen_as_owner(name: &str) -> Share {
+    for _ in 0..50 {
+        if let Some(owner) = Owner::listen(name) {
+            return Share::Owner(owner);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Share::Alone
 }
 
 /// How joining the owner of an address went.
