@@ -206,6 +206,45 @@ fn two_programs_share_one_address() {
     }
 }
 
+/// A port one program on an address listens on is in use for another
+/// program on the same address: its rdma_listen fails with EADDRINUSE, as
+/// two programs binding one port on rxe0 do.
+#[test]
+fn a_port_listened_on_by_another_program_on_the_address_is_in_use() {
+    if !have("rping") {
+        return;
+    }
+    let net = TestNet::new();
+    let dir = install_dir();
+    let (ip, port) = (net.ip(1).to_string(), free_tcp_port().to_string());
+    let rping_server = |secs: &str| {
+        let mut cmd = Command::new("timeout");
+        cmd.args([secs, "rping", "-s", "-a", &ip, "-p", &port, "-C", "1"]);
+        cmd.env("LD_LIBRARY_PATH", dir.path()).env("UROCE_DEVICES", net.udp(1));
+        cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        cmd
+    };
+    let first = rping_server("20").spawn().expect("start rping");
+    // The first's device holds the port (bounded wait); whichever of the
+    // two listens second (on a loaded machine the first may not have yet)
+    // is refused, and the other waits for a client until stopped.
+    for _ in 0..200 {
+        if common::roce_port_bound(net.ip(1)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let second = rping_server("3").output().expect("run rping");
+    let _ = Command::new("kill").args(["-TERM", &first.id().to_string()]).status();
+    let first = first.wait_with_output().expect("the first rping's output");
+    let text = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+    };
+    let (a, b) = (text(&first), text(&second));
+    let refused = [&a, &b].iter().filter(|t| t.contains("rdma_listen: Address already in use")).count();
+    assert_eq!(refused, 1, "first: {a}\nsecond: {b}");
+}
+
 /// Debian's udaddy between two processes: UD QPs connected by rdma_cm
 /// (SIDR), four of them, ten 1000-byte datagrams each way on each, in both
 /// UD port spaces (RDMA_PS_UDP and RDMA_PS_IPOIB).

@@ -360,7 +360,7 @@ fn reply(status: u8, value: u64) -> [u8; MSG_LEN] {
 }
 
 fn taken(key: SteerKey) -> io::Error {
-    io::Error::new(io::ErrorKind::AddrInUse, format!("{key:?} is held by another process on this address"))
+    io::Error::new(io::ErrorKind::AddrInUse, format!("{key} is held by another process on this address"))
 }
 
 /// A tenant's side: its connection to the owner and what it claimed.

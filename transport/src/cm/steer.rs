@@ -23,6 +23,16 @@ pub enum SteerKey {
     CommId(u32),
 }
 
+impl core::fmt::Display for SteerKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SteerKey::Qpn(q) => write!(f, "QPN {q:#08x}"),
+            SteerKey::Service(s) => write!(f, "service ID {s:#018x}"),
+            SteerKey::CommId(c) => write!(f, "comm ID {c:#010x}"),
+        }
+    }
+}
+
 /// QP1, where CM MADs go.
 const QP1: u32 = 1;
 /// Offsets in a CM message's data: the sender's comm ID (the SIDR request

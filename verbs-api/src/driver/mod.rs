@@ -351,7 +351,14 @@ impl Core {
             }
             if let Err(err) = self.link.claim(SteerKey::Service(sid)) {
                 qp1.drop_service(sid);
-                return Err(Error::Os { verb: "rdma_listen", err });
+                return Err(match err.kind() {
+                    std::io::ErrorKind::AddrInUse => Error::Cm {
+                        verb: "rdma_listen",
+                        what: format!("{err}: another program on this address listens on the port; use another port"),
+                        errno: crate::rdma_cm::libc_errno::EADDRINUSE,
+                    },
+                    _ => Error::Os { verb: "rdma_listen", err },
+                });
             }
             self.claimed_services.insert(sid);
         }
