@@ -144,7 +144,7 @@ impl UdpLink {
     /// off). When another uroce process of this user holds `IP:4791`, the
     /// link shares the address with it (see [`super::share`]).
     pub fn open_with(spec: &DeviceSpec, offload: UdpOffload) -> Result<UdpLink, LinkError> {
-        UdpLink::open_as(spec, offload, true)
+        UdpLink::open_as(spec, offload, Sharing::Open)
     }
 
     /// Opens `udp:IP` only if `IP:4791` is free (what the default device,
@@ -154,10 +154,10 @@ impl UdpLink {
             DeviceSpec::Udp { ip, .. } => wire_addr(*ip),
             _ => return Err(LinkError::Spec { spec: spec.to_string(), why: "not a udp link".into() }),
         };
-        UdpLink::open_as(spec, UdpOffload::auto(ip), false)
+        UdpLink::open_as(spec, UdpOffload::auto(ip), Sharing::Never)
     }
 
-    fn open_as(spec: &DeviceSpec, offload: UdpOffload, may_share: bool) -> Result<UdpLink, LinkError> {
+    fn open_as(spec: &DeviceSpec, offload: UdpOffload, sharing: Sharing) -> Result<UdpLink, LinkError> {
         let DeviceSpec::Udp { ip, scope, path_mtu } = spec else {
             return Err(LinkError::Spec { spec: spec.to_string(), why: "not a udp link".into() });
         };
@@ -167,7 +167,7 @@ impl UdpLink {
             None => 0,
         };
         let aux_wait = Epoll::new().map_err(|e| LinkError::os("creating an epoll set", e, ""))?;
-        let (sock, port, share) = bind_or_join(ip, (scope.as_deref(), scope_id), offload, may_share, &aux_wait)?;
+        let (sock, port, share) = bind_or_join(ip, (scope.as_deref(), scope_id), offload, sharing, &aux_wait)?;
         let tenant = matches!(share, Share::Tenant(_));
         let tenant_wait = match tenant {
             true => Some(epoll_of(sock.fd())?),
@@ -792,8 +792,11 @@ impl UdpLink {
         self.aux_wait.remove(old.fd());
         let claims: Vec<SteerKey> = old.claims().collect();
         drop(old);
+        // Its owner's port and name go as that process closes, in either
+        // order: while neither a port nor a name is there, wait.
+        let sharing = Sharing::AfterOwnerLeft;
         let Ok((sock, port, share)) =
-            bind_or_join(self.local, (None, self.scope_id), self.offload, true, &self.aux_wait)
+            bind_or_join(self.local, (None, self.scope_id), self.offload, sharing, &self.aux_wait)
         else {
             return;
         };
@@ -809,17 +812,29 @@ impl UdpLink {
     }
 }
 
+/// Whether a link may share its address, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sharing {
+    /// Only a free port will do (the default device).
+    Never,
+    /// A new link: a port held by no uroce owner of this user is an error.
+    Open,
+    /// A tenant whose owner left: a port held with no owner's name yet
+    /// is the old owner closing, or a tenant taking over, so wait.
+    AfterOwnerLeft,
+}
+
 /// The socket of a new link on `ip` (`scope`: the interface of a
 /// link-local one, by name and index), the port it sends from, and its part
-/// in sharing the address: `ip:4791` bound, or (`may_share`) the owner of
-/// it joined. An owner that is closing (it holds the port, but its
+/// in sharing the address: `ip:4791` bound, or (as `sharing` allows) the
+/// owner of it joined. An owner that is closing (it holds the port, but its
 /// answer does not come) is waited out: bounded, 50 tries 20 ms apart
 /// within 3 s.
 fn bind_or_join(
     ip: IpAddr,
     scope: (Option<&str>, u32),
     offload: UdpOffload,
-    may_share: bool,
+    sharing: Sharing,
     aux: &Epoll,
 ) -> Result<(UdpSocket, u16, Share), LinkError> {
     let name = owner_name(ip, scope.1);
@@ -831,12 +846,14 @@ fn bind_or_join(
         }
         match bind_when_ready(ip, scope.0, scope.1, offload) {
             Ok(sock) => return Ok((sock, ROCEV2_UDP_PORT, listen_as_owner(&name))),
-            Err(LinkError::AddressInUse(at)) if may_share => match join_owner(ip, scope.1, offload, aux) {
-                Joined::Yes(sock, port, tenant) => return Ok((sock, port, tenant)),
-                // Another program's port, or another user's uroce.
-                Joined::NoOwner => return Err(LinkError::AddressInUse(at)),
-                Joined::OwnerClosing => last = Some(LinkError::AddressInUse(at)),
-            },
+            Err(LinkError::AddressInUse(at)) if sharing != Sharing::Never => {
+                match join_owner(ip, scope.1, offload, aux) {
+                    Joined::Yes(sock, port, tenant) => return Ok((sock, port, tenant)),
+                    // Another program's port, or another user's uroce.
+                    Joined::NoOwner if sharing == Sharing::Open => return Err(LinkError::AddressInUse(at)),
+                    Joined::NoOwner | Joined::OwnerClosing => last = Some(LinkError::AddressInUse(at)),
+                }
+            }
             Err(e) => return Err(e),
         }
         std::thread::sleep(Duration::from_millis(20));
