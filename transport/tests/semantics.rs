@@ -666,3 +666,28 @@ fn a_source_region_deregistered_in_mid_message_fails_the_request_locally() {
     let cq = p.a.send_cq;
     assert_eq!(ids(&poll_all(&mut p.sim.engines[0], cq)), vec![(1, WcStatus::LocProtErr)]);
 }
+
+/// What a QP about to be destroyed still owes its peer: the ACK of a WRITE
+/// it took in, but not the READ responses queued behind it (the QP goes
+/// away mid-answer, as an RNIC's would).
+#[test]
+fn a_qp_owes_its_acks_but_not_its_read_responses() {
+    let mut p = pair(QpType::Rc);
+    let read_wr = SendWr::new(
+        2,
+        WrOp::RdmaRead { remote_addr: 0x8000, rkey: p.dst },
+        vec![Sge { addr: 0x1000, length: 4096, lkey: p.src }],
+    );
+    p.sim.engines[0].post_send(p.a.qpn, write_wr(&p, 1, 0, 8)).unwrap();
+    p.sim.engines[0].post_send(p.a.qpn, read_wr).unwrap();
+    for packet in drain_packets(&mut p.sim.engines[0]) {
+        p.sim.inject(1, &packet);
+    }
+    let b = &mut p.sim.engines[1];
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    let owed = b.poll_owed_ack(p.b.qpn, &mut buf).expect("the WRITE's ACK");
+    let ack = parse(&buf[..owed.len]);
+    assert_eq!((ack.bth.opcode, owed.ack_only), (Opcode::RcAck, true));
+    assert!(b.poll_owed_ack(p.b.qpn, &mut buf).is_none(), "a READ response is not owed");
+    assert_eq!(drain_packets(b).len(), 4, "the READ's responses stay for poll_transmit");
+}

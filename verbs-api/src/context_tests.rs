@@ -104,3 +104,27 @@ fn a_cq_is_polled_without_the_drivers_lock() {
     t.join().unwrap();
     assert_eq!(got.expect("the poll returned while the lock was held"), (1, 4));
 }
+
+/// A QP destroyed between a round's receive and its send (by a program that
+/// saw its completion in between, as ibv_rc_pingpong's last message) sends
+/// the ACKs it owes first: the peer's request completes instead of
+/// retrying into RETRY_EXC_ERR.
+#[test]
+fn a_destroyed_qp_sends_the_acks_it_owes_first() {
+    let RcPair { ctx_a, ctx_b, pd_a, pd_b, cq_a, a, b, cq_b: _cq_b, net: _net } = pair(43);
+    let remote = pd_b.reg_mr(8, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    let local = pd_a.reg_mr_with(vec![9; 8], AccessFlags::LOCAL_WRITE).unwrap();
+    let write = WrOp::RdmaWrite { remote_addr: remote.addr(), rkey: remote.rkey() };
+    a.post_send(&SendWr::new(6, write, vec![local.sge(0, 8)])).unwrap();
+
+    // b's half of a round: the WRITE taken in, its ACK queued, not sent.
+    let driver = ctx_b.driver();
+    let taken = driver.lock().receive(|| driver.now(), Duration::from_secs(5));
+    assert_eq!(taken, 1, "the WRITE arrived");
+    assert_eq!(remote.to_vec(), vec![9; 8]);
+    drop(b);
+
+    let mut wc = [WorkCompletion::default()];
+    progress_until(&[&ctx_a], || cq_a.poll(&mut wc) == 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (6, WcStatus::Success), "the ACK came before b went");
+}

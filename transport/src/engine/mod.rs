@@ -929,7 +929,26 @@ impl Engine {
         debug_assert_eq!(self.sh.inflight, self.qps.values().map(|q| q.req.counted_inflight).sum::<u32>());
         let tx = self.sched.poll(&mut self.qps, &mut self.sh, now, buf);
         self.fail_qps_that_lost_completions();
-        let mut tx = tx?;
+        Some(self.seal_and_count(tx?, buf))
+    }
+
+    /// The next ACK, NAK or atomic answer QP `qpn` still owes its peer, to
+    /// send before the QP is destroyed. An RNIC's ACK leaves with the
+    /// completion of the message it acknowledges; a program that destroys
+    /// its QP as soon as it sees that completion (ibv_rc_pingpong after its
+    /// last message) must not leave the peer retrying into RETRY_EXC_ERR.
+    /// READ responses still to send are not owed: the QP goes away
+    /// mid-answer, as an RNIC's would.
+    pub fn poll_owed_ack(&mut self, qpn: u32, buf: &mut [u8]) -> Option<Transmit> {
+        assert!(buf.len() >= MAX_PACKET_LEN, "poll_owed_ack needs a buffer of MAX_PACKET_LEN bytes");
+        let qp = self.qps.get_mut(&qpn)?;
+        let tx = responder::poll_owed_ack(qp, &mut self.sh, buf);
+        qp.sync(&mut self.sh);
+        Some(self.seal_and_count(tx?, buf))
+    }
+
+    /// Seals `tx` (in `buf`) for an authenticated QP and counts it sent.
+    fn seal_and_count(&mut self, mut tx: Transmit, buf: &mut [u8]) -> Transmit {
         if self.auth_qps > 0 {
             if let Some(qp) = self.qps.get_mut(&tx.qpn) {
                 let from = (own_gid(qp, &self.gid_table).unwrap_or_default(), qp.qpn);
@@ -940,7 +959,7 @@ impl Engine {
             }
         }
         self.sh.counters.inc(Counter::SentPkts);
-        Some(tx)
+        tx
     }
 
     /// The oldest completion of `cq`.

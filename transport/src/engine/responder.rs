@@ -194,6 +194,15 @@ pub(crate) fn check_rkey(
     sh.mrs.check_remote(rkey, qp.accessor(), va, len, need).map(Some)
 }
 
+/// Writes the next queued response of `qp` into `buf` if it is not a READ
+/// response (`Engine::poll_owed_ack`).
+pub(crate) fn poll_owed_ack(qp: &mut Qp, sh: &mut EngineState, buf: &mut [u8]) -> Option<Transmit> {
+    match qp.resp.responses.front()? {
+        Response::Read { .. } => None,
+        _ => poll_response(qp, sh, buf),
+    }
+}
+
 /// Writes the next queued response of `qp` into `buf`.
 pub(crate) fn poll_response(qp: &mut Qp, sh: &mut EngineState, buf: &mut [u8]) -> Option<Transmit> {
     if qp.qp_type() != QpType::Rc || qp.state() == QpState::Reset {

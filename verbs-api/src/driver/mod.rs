@@ -239,7 +239,7 @@ impl Driver {
 impl Core {
     /// Takes one receive's batch from the link, then hands the whole batch
     /// to the engine; how many packets.
-    fn receive(&mut self, now: impl Fn() -> Instant, wait: std::time::Duration) -> usize {
+    pub(crate) fn receive(&mut self, now: impl Fn() -> Instant, wait: std::time::Duration) -> usize {
         let Core { link, engine, rx, .. } = self;
         rx.clear();
         if let Err(e) = link.recv(wait, rx) {
@@ -329,8 +329,12 @@ impl Core {
         Err(Error::Os { verb: VERB, err: std::io::Error::from_raw_os_error(nix::errno::Errno::EBUSY as i32) })
     }
 
-    /// Destroys QP `qpn` and lets go of its number.
+    /// Destroys QP `qpn` and lets go of its number. The ACKs it owes leave
+    /// first: a round takes packets in and sends their ACKs under two takes
+    /// of the lock, and an application that saw a completion in between
+    /// may destroy the QP there.
     pub fn destroy_qp(&mut self, qpn: u32) {
+        self.send_owed_acks(qpn);
         let _ = self.engine.destroy_qp(qpn);
         self.link.release(SteerKey::Qpn(qpn));
     }

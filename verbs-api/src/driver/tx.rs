@@ -171,6 +171,26 @@ impl Core {
         n
     }
 
+    /// Sends, with what the batch holds, the ACKs QP `qpn` still owes its
+    /// peer (`Engine::poll_owed_ack`): it is about to be destroyed.
+    pub(super) fn send_owed_acks(&mut self, qpn: u32) {
+        loop {
+            let Core { engine, tx, .. } = self;
+            let before = tx.meta.len();
+            for buf in tx.bufs[before..].iter_mut() {
+                match engine.poll_owed_ack(qpn, buf) {
+                    Some(t) => tx.meta.push(t),
+                    None => break,
+                }
+            }
+            let full = tx.meta.len() == BATCH;
+            self.send_batch();
+            if !full {
+                return;
+            }
+        }
+    }
+
     /// Sends everything the engine has queued, in batches; how many packets.
     /// With `hold_acks`, a last batch of ACKs alone may stay for the
     /// application's next request, as [`AckHold`] decides.
