@@ -128,3 +128,58 @@ fn a_destroyed_qp_sends_the_acks_it_owes_first() {
     progress_until(&[&ctx_a], || cq_a.poll(&mut wc) == 1);
     assert_eq!((wc[0].wr_id, wc[0].status), (6, WcStatus::Success), "the ACK came before b went");
 }
+
+/// Posts on a QP with a stream of request packets unacknowledged leave in
+/// full batches, the rest with the next round; posts before it (a
+/// ping-pong's) and posts on another QP leave at once.
+#[test]
+fn posts_behind_a_stream_leave_in_full_batches() {
+    const BATCH: u64 = 32; // the driver's transmit batch
+    let mut spec = PairSpec::new(44, Progress::Manual);
+    (spec.cq_depth, spec.max_wr) = (128, Some(64));
+    let RcPair { ctx_a, ctx_b, pd_a, pd_b, cq_a, a, b: _b, cq_b: _cq_b, net: _net } = RcPair::open(&spec);
+    let remote = pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    let local = pd_a.reg_mr_with(vec![1; 64], AccessFlags::LOCAL_WRITE).unwrap();
+    let sent = || ctx_a.link_stats().tx_packets;
+    let post = |id: u64| {
+        let write = WrOp::RdmaWrite { remote_addr: remote.addr() + id % 64, rkey: remote.rkey() };
+        a.post_send(&SendWr::new(id, write, vec![local.sge(0, 1)])).unwrap();
+    };
+    // b takes nothing in, so nothing is acknowledged: the stream builds up.
+    for id in 0..8 {
+        post(id);
+        assert_eq!(sent(), id + 1, "post {id} left at once");
+    }
+    for id in 8..8 + BATCH - 1 {
+        post(id);
+    }
+    assert_eq!(sent(), 8, "posts behind 8 packets in flight wait for a full batch");
+    post(8 + BATCH - 1);
+    assert_eq!(sent(), 8 + BATCH, "a full batch left");
+    post(8 + BATCH);
+    assert_eq!(sent(), 8 + BATCH);
+    ctx_a.progress();
+    assert_eq!(sent(), 8 + BATCH + 1, "the round sent the rest");
+    post(8 + BATCH + 1);
+    assert_eq!(sent(), 8 + BATCH + 1);
+
+    // Another QP's post, with nothing of its own in flight, leaves at once
+    // (and what waited in the batch with it).
+    let (cq_a2, cq_b2) = (ctx_a.create_cq(4, None).unwrap(), ctx_b.create_cq(4, None).unwrap());
+    let a2 = pd_a.create_qp(&QpInit::rc(&cq_a2, &cq_a2)).unwrap();
+    let b2 = pd_b.create_qp(&QpInit::rc(&cq_b2, &cq_b2)).unwrap();
+    connect_pair(&a2, &b2);
+    let write = WrOp::RdmaWrite { remote_addr: remote.addr(), rkey: remote.rkey() };
+    a2.post_send(&SendWr::new(99, write, vec![local.sge(0, 1)])).unwrap();
+    assert_eq!(sent(), 8 + BATCH + 3, "a post on a QP with nothing in flight");
+
+    let mut done = 0;
+    let mut wc = [WorkCompletion::default(); 16];
+    progress_until(&[&ctx_a, &ctx_b], || {
+        let n = cq_a.poll(&mut wc);
+        assert!(wc[..n].iter().all(|w| w.status == WcStatus::Success), "{:?}", &wc[..n]);
+        done += n;
+        done == (8 + BATCH + 2) as usize
+    });
+    assert_eq!(done, (8 + BATCH + 2) as usize, "every WRITE completed");
+}

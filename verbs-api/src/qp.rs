@@ -309,7 +309,9 @@ impl Qp {
     pub fn post_send_inline(&self, wr: SendWr, inline: Option<Vec<u8>>) -> Result<(), Error> {
         let qpn = self.0.qpn;
         let driver = self.0.pd.context().driver();
-        driver.post(|engine| engine.post_send_inline(qpn, wr, inline)).map_err(Error::engine("ibv_post_send"))
+        driver
+            .post_request(qpn, |engine| engine.post_send_inline(qpn, wr, inline))
+            .map_err(Error::engine("ibv_post_send"))
     }
 
     /// `ibv_wr_complete`: posts `wrs` (each with its inline data, as
@@ -317,12 +319,12 @@ impl Qp {
     pub fn post_send_batch(&self, wrs: Vec<(SendWr, Option<Vec<u8>>)>) -> Result<(), Error> {
         let qpn = self.0.qpn;
         let driver = self.0.pd.context().driver();
-        driver.post(|engine| engine.post_send_batch(qpn, wrs)).map_err(Error::engine("ibv_wr_complete"))
+        driver.post_request(qpn, |engine| engine.post_send_batch(qpn, wrs)).map_err(Error::engine("ibv_wr_complete"))
     }
 
     /// `ibv_post_send` of a list; stops at the first refused WR and says which.
     pub fn post_send_list(&self, wrs: &[SendWr]) -> Result<(), PostError> {
-        self.0.pd.context().driver().post(|engine| {
+        self.0.pd.context().driver().post_request(self.0.qpn, |engine| {
             wrs.iter().enumerate().try_for_each(|(index, wr)| {
                 engine
                     .post_send(self.0.qpn, wr.clone())

@@ -1000,6 +1000,12 @@ impl Engine {
         self.sh.inflight
     }
 
+    /// Request PSNs of RC QP `qpn` sent and not yet acknowledged (0 for
+    /// another type, a QP that does not send, or no such QP).
+    pub fn qp_inflight_psns(&self, qpn: u32) -> u32 {
+        self.qps.get(&qpn).map_or(0, |qp| qp.inflight())
+    }
+
     pub fn counters(&self) -> &Counters {
         &self.sh.counters
     }

@@ -10,6 +10,12 @@ use uroce_transport::engine::{Instant, Transmit, MAX_PACKET_LEN};
 /// Packets moved per batch between engine and link.
 pub(super) const BATCH: usize = 32;
 
+/// Request packets unacknowledged on the wire from which a post counts as
+/// part of a stream and sends only full batches (`Driver::post_request`).
+/// Above what a ping-pong or a few outstanding READs keep in flight; below
+/// a window of 4 KiB SENDs or one 64 KiB WRITE.
+pub(super) const STREAM_INFLIGHT: u32 = 8;
+
 /// Reusable transmit buffers, so the data path allocates nothing per packet.
 pub(super) struct TxBatch {
     bufs: Vec<Box<[u8]>>,
@@ -169,6 +175,18 @@ impl Core {
         ack_hold.sent(!tx.only_acks());
         tx.meta.clear();
         n
+    }
+
+    /// Takes the engine's packets into the batch and sends only full batches
+    /// (`Driver::post_request`): the rest waits for the next flush.
+    pub(super) fn send_full_batches(&mut self, now: Instant) {
+        loop {
+            self.fill(now);
+            if self.tx.meta.len() < BATCH {
+                return;
+            }
+            self.send_batch();
+        }
     }
 
     /// Sends, with what the batch holds, the ACKs QP `qpn` still owes its
