@@ -196,6 +196,11 @@ fn mistakes_are_explained_with_what_to_do() {
     ] {
         assert!(out.lines().any(|l| l.starts_with("uroce: ") && l.contains(what) && l.contains(fix)), "{what}: {out}");
     }
+    // The verb is named once, in front.
+    for line in out.lines().filter_map(|l| l.strip_prefix("uroce: ")) {
+        let verb = line.split(':').next().unwrap_or_default();
+        assert!(!line[verb.len()..].contains(&format!("{verb}:")), "the verb twice: {line}");
+    }
 }
 
 /// The C programs together call every verb the library exports for

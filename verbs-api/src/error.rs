@@ -127,6 +127,23 @@ impl Error {
         })
     }
 
+    /// What went wrong without the verb's name in front, for a caller that
+    /// names the verb itself (the drop-in's `UROCE_EXPLAIN` lines).
+    pub fn reason(&self) -> String {
+        let text = self.to_string();
+        let verb = match self {
+            Error::Engine { verb, .. }
+            | Error::InvalidValue { verb, .. }
+            | Error::Timeout { verb }
+            | Error::Os { verb, .. }
+            | Error::Cm { verb, .. } => *verb,
+            Error::Device(_) => "ibv_open_device",
+            Error::NoSuchGid { .. } => "ibv_query_gid",
+            Error::GidNotSendable { .. } => return text,
+        };
+        text.strip_prefix(verb).and_then(|t| t.strip_prefix(": ")).map_or(text.clone(), str::to_owned)
+    }
+
     pub(crate) fn engine(verb: &'static str) -> impl Fn(engine::Error) -> Error {
         move |err| Error::Engine { verb, err }
     }
@@ -149,3 +166,18 @@ impl fmt::Display for PostError {
 }
 
 impl std::error::Error for PostError {}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn a_reason_leaves_the_verb_out() {
+        let os = Error::Os { verb: "rdma_listen", err: std::io::Error::from_raw_os_error(98) };
+        assert!(os.to_string().starts_with("rdma_listen: "));
+        assert!(!os.reason().contains("rdma_listen"), "{}", os.reason());
+        let cm = Error::Cm { verb: "rdma_bind_addr", what: "port 7 is taken".into(), errno: 98 };
+        assert_eq!(cm.reason(), "port 7 is taken");
+        assert_eq!(Error::Timeout { verb: "rdma_resolve_addr" }.reason(), "timed out");
+    }
+}

@@ -250,7 +250,7 @@ pub extern "C" fn ibv_open_device(dev: *mut IbvDevice) -> *mut IbvContext {
         let ctx = match Device::open_with(&d.entry.spec, &open_options()) {
             Ok(ctx) => ctx,
             Err(e) => {
-                explain("ibv_open_device", &format!("{} ({}): {e}", d.entry.name, d.entry.spec));
+                explain("ibv_open_device", &format!("{} ({}): {}", d.entry.name, d.entry.spec, e.reason()));
                 set_errno(libc::ENODEV);
                 return ptr::null_mut();
             }

@@ -187,7 +187,7 @@ pub extern "C" fn ibv_dereg_mr(mr: *mut IbvMr) -> c_int {
     let deregister = |m: &UroceMr| {
         let reg = m.reg.lock().unwrap_or_else(|p| p.into_inner());
         reg.inner.deregister().map_err(|e| {
-            explain("ibv_dereg_mr", &e.to_string());
+            explain("ibv_dereg_mr", &e.reason());
             e.errno()
         })
     };

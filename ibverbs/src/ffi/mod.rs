@@ -48,8 +48,8 @@ pub(crate) use symver;
 pub fn refused(verb: &str) -> impl Fn(uroce_verbs::Error) -> c_int + '_ {
     move |e| {
         match e.advice() {
-            Some(fix) => explain(verb, &format!("{e}: {fix}")),
-            None => explain(verb, &e.to_string()),
+            Some(fix) => explain(verb, &format!("{}: {fix}", e.reason())),
+            None => explain(verb, &e.reason()),
         }
         e.errno()
     }

@@ -162,7 +162,7 @@ pub fn gid_of(c: &UroceContext, port: u32, index: u32, verb: &str) -> Result<[u8
         return Err(libc::EINVAL);
     }
     c.ctx.query_gid(index as usize).map(|g| g.0).map_err(|e| {
-        explain(verb, &e.to_string());
+        explain(verb, &e.reason());
         libc::EINVAL
     })
 }
