@@ -239,8 +239,10 @@ fn offloads_every_way() {
     for (i, (gso, gro)) in [(false, false), (true, false), (false, true), (true, true)].into_iter().enumerate() {
         // Addresses of its own for each way: no late packet of one way reaches the next.
         let (ha, hb) = (1 + 2 * i as u8, 2 + 2 * i as u8);
-        let mut a = UdpLink::open_with(&net.udp(ha).parse().unwrap(), UdpOffload { gso, gro: false }).unwrap();
-        let mut b = UdpLink::open_with(&net.udp(hb).parse().unwrap(), UdpOffload { gso: false, gro }).unwrap();
+        let mut a =
+            UdpLink::open_with(&net.udp(ha).parse().unwrap(), UdpOffload { gso, gro: false, shm: false }).unwrap();
+        let mut b =
+            UdpLink::open_with(&net.udp(hb).parse().unwrap(), UdpOffload { gso: false, gro, shm: false }).unwrap();
         assert_eq!((a.offload().gso, b.offload().gro), (gso, gro), "this kernel has UDP GSO and GRO");
         // Groups: 19 full packets and a shorter one, three times.
         let mut packets = Vec::new();

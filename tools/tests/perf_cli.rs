@@ -137,7 +137,12 @@ struct Proc {
 
 impl Proc {
     fn start(args: &[&str]) -> Proc {
-        let mut child = uroce().args(args).spawn().expect("start uroce");
+        Proc::start_with(args, &[])
+    }
+
+    /// [`Proc::start`] with environment variables set.
+    fn start_with(args: &[&str], env: &[(&str, &str)]) -> Proc {
+        let mut child = uroce().args(args).envs(env.iter().copied()).spawn().expect("start uroce");
         let (tx, lines) = mpsc::channel();
         let out = child.stdout.take().unwrap();
         std::thread::spawn(move || {
@@ -596,4 +601,25 @@ fn the_authenticated_mode_runs_and_says_what_it_cannot_do() {
     let ud = loopback(&net, "send_bw", &["-c", "UD", "--auth-key", key]);
     assert_ne!(ud.0, 0);
     assert!(ud.2.contains("the authenticated mode is for RC and UC QPs, not UD"), "{}", ud.2);
+}
+
+/// The same-host path (UROCE_SHM=1): two processes run write_bw through the
+/// memory they share; the client's --stats count it.
+#[test]
+fn the_same_host_path_carries_a_two_process_run() {
+    let net = TestNet::new();
+    let shm = [("UROCE_SHM", "1")];
+    let (sdev, cdev, port) = (net.udp(1), net.udp(2), free_port());
+    let sargs = ["write_bw", "-d", &sdev, "-p", &port, "-s", "4096", "-D", "1"];
+    let (server, seen) = Proc::start_with(&sargs, &shm).wait_for(WAITING);
+    let cargs = ["write_bw", "-d", &cdev, "-p", &port, "-s", "4096", "-D", "1", "--stats", "127.0.0.1"];
+    let client = Proc::start_with(&cargs, &shm).finish(Vec::new());
+    ok(&server.finish(seen));
+    let out = ok(&client);
+    let count = |name: &str| -> u64 {
+        let line = out.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}: {out}"));
+        line.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    assert!(count("link_tx_same_host") > 1000, "the WRITEs went through shared memory:\n{out}");
+    assert!(count("link_rx_same_host") > 10, "and their ACKs came back so:\n{out}");
 }

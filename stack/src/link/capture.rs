@@ -138,6 +138,9 @@ impl<L: Link, W: Write + Send + 'static> Link for Capture<L, W> {
     fn release(&mut self, key: super::SteerKey) {
         self.inner.release(key)
     }
+    fn prepare_to_sleep(&mut self) -> bool {
+        self.inner.prepare_to_sleep()
+    }
     fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
         self.inner.descriptors()
     }

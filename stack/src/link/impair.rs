@@ -361,6 +361,9 @@ impl<L: Link> Link for Impair<L> {
     fn release(&mut self, key: super::SteerKey) {
         self.inner.release(key)
     }
+    fn prepare_to_sleep(&mut self) -> bool {
+        self.inner.prepare_to_sleep()
+    }
     fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
         self.inner.descriptors()
     }

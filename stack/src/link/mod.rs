@@ -35,6 +35,7 @@ mod open;
 pub mod packet;
 mod raw;
 pub mod share;
+pub mod shm;
 pub mod spec;
 pub mod tap;
 pub mod udp;
@@ -129,6 +130,10 @@ pub struct LinkStats {
     pub rx_other: u64,
     /// Received for another process that shares the address, and handed to it.
     pub rx_forwarded: u64,
+    /// Of `tx_packets` and `rx_packets`: through the memory shared with a
+    /// uroce process on this host (the udp link's same-host path).
+    pub tx_same_host: u64,
+    pub rx_same_host: u64,
     pub arp_requests_sent: u64,
     pub arp_replies_sent: u64,
     pub nd_solicits_sent: u64,
@@ -231,6 +236,13 @@ pub trait Link: Send {
         let _ = key;
     }
 
+    /// The thread that moves the link's packets is about to sleep on
+    /// [`Link::wait_fd`] and [`Link::aux_wait_fd`]: whether it may (`false`:
+    /// something already waits that would not wake it; take it in first).
+    fn prepare_to_sleep(&mut self) -> bool {
+        true
+    }
+
     /// The descriptors the link holds that bind something to this process
     /// (a udp link's port): what a forked child lets go of, so that its
     /// copies do not keep them bound after the parent closes the link.
@@ -272,6 +284,9 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn release(&mut self, key: SteerKey) {
         (**self).release(key)
+    }
+    fn prepare_to_sleep(&mut self) -> bool {
+        (**self).prepare_to_sleep()
     }
     fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
         (**self).descriptors()

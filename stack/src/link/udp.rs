@@ -29,6 +29,7 @@
 use super::batch::RxSizer;
 use super::gid::{Gid, GidTable};
 use super::share::{owner_name, Forwarded, Owner, Share, SteerKey, Tenant};
+use super::shm::ShmPeers;
 use super::{wire_addr, Direction, FrameSink, Integrity, Link, LinkInfo, LinkStats, RxBatch, TxDatagram};
 use super::{DeviceSpec, LinkError};
 use crate::frame::{FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, UDP_HDR};
@@ -56,6 +57,10 @@ const MIN_ROCE: usize = 12 + ICRC_LEN;
 const SLOT: usize = 4096 + 256;
 /// Receive slot with GRO: a whole coalesced datagram.
 const GRO_SLOT: usize = 65536;
+/// Empty socket receives after which the same-host path reads the socket
+/// only every [`UDP_EVERY`]th receive.
+const UDP_IDLE: u32 = 64;
+const UDP_EVERY: u32 = 8;
 /// Messages per receive call with GRO (each may hold many packets).
 const GRO_BATCH: usize = 32;
 /// Segments and bytes in one GSO send (the kernel allows 64 and 64 KiB).
@@ -70,6 +75,9 @@ pub struct UdpOffload {
     pub gso: bool,
     /// Receive coalesced datagrams (UDP_GRO) and split them.
     pub gro: bool,
+    /// Exchange datagrams with uroce processes on this host through shared
+    /// memory ([`super::shm`]; experimental).
+    pub shm: bool,
 }
 
 impl UdpOffload {
@@ -78,10 +86,10 @@ impl UdpOffload {
     /// and a test checks every segment's ICRC. Off loopback a NIC may segment
     /// with IDs of its own, so GSO stays off there.
     pub fn auto(ip: IpAddr) -> UdpOffload {
-        UdpOffload { gso: ip.is_loopback(), gro: true }
+        UdpOffload { gso: ip.is_loopback(), gro: true, shm: super::shm::enabled_by_env() }
     }
 
-    pub const NONE: UdpOffload = UdpOffload { gso: false, gro: false };
+    pub const NONE: UdpOffload = UdpOffload { gso: false, gro: false, shm: false };
 }
 
 /// The kernel UDP socket link.
@@ -118,8 +126,14 @@ pub struct UdpLink {
     tenant_wait: Option<Epoll>,
     /// Receives since a tenant last looked whether its owner is still there.
     recvs_since_look: u32,
+    /// Socket receives in a row that found nothing, and receives since the
+    /// socket was last read (the same-host path reads it less often).
+    udp_idle: u32,
+    udp_skipped: u32,
     /// The interface index multicast is joined and sent on (IPv6).
     ifindex: u32,
+    /// The same-host path: an owner's, with `UdpOffload::shm`.
+    shm: Option<ShmPeers>,
 }
 
 /// What the kernel charges a socket's receive buffer for one datagram of
@@ -184,8 +198,12 @@ impl UdpLink {
         let gids = GidTable::new(link_local_gid(ip, mac), ipv4, &ipv6).sending_only_from(Gid::from_ip(ip));
         let path_mtu = path_mtu.or_else(|| Mtu::for_link_mtu(mtu)).unwrap_or(Mtu::Mtu256);
         // A tenant's socket takes the owner's forwarded packets one by one.
-        let offload =
-            UdpOffload { gso: offload.gso && sock.supports_gso(), gro: offload.gro && !tenant && sock.enable_gro() };
+        let offload = UdpOffload {
+            gso: offload.gso && sock.supports_gso(),
+            gro: offload.gro && !tenant && sock.enable_gro(),
+            shm: offload.shm && !tenant,
+        };
+        let shm = if offload.shm { ShmPeers::listen(ip, scope_id, &aux_wait) } else { None };
         let (slot, nslots) = if offload.gro { (GRO_SLOT, GRO_BATCH) } else { (SLOT, MAX_BATCH) };
         let rx_queue_packets = sock.receive_buffer() / skb_truesize(path_mtu.bytes() as usize);
         let ifindex = if scope_id != 0 { scope_id } else { ifname.as_deref().and_then(if_index).unwrap_or(0) };
@@ -216,7 +234,10 @@ impl UdpLink {
             share,
             tenant_wait,
             recvs_since_look: 0,
+            udp_idle: 0,
+            udp_skipped: 0,
             ifindex,
+            shm,
         })
     }
 
@@ -405,8 +426,64 @@ impl UdpLink {
 }
 
 impl UdpLink {
-    /// Puts `batch` on the wire (see [`Link::send`]).
+    /// Puts `batch` on the wire (see [`Link::send`]): through the memory
+    /// shared with a peer's process on this host where there is a channel to
+    /// it, else by UDP, in order for each peer.
     fn send_out(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
+        if self.shm.is_none() {
+            return self.send_udp(batch);
+        }
+        let (mut sent, mut udp_from) = (0, 0);
+        for (i, d) in batch.iter().enumerate() {
+            if let Some(pushed) = self.send_same_host(d) {
+                if udp_from < i {
+                    sent += self.send_udp(&batch[udp_from..i])?;
+                }
+                udp_from = i + 1;
+                sent += usize::from(pushed);
+            }
+        }
+        if let Some(shm) = self.shm.as_mut() {
+            shm.flush();
+        }
+        if udp_from < batch.len() {
+            sent += self.send_udp(&batch[udp_from..])?;
+        }
+        Ok(sent)
+    }
+
+    /// Writes `d` into the ring to its peer's process if the peer is on
+    /// this host with a channel up: whether it fit (a full ring drops it,
+    /// counted); `None`: send it by UDP.
+    fn send_same_host(&mut self, d: &TxDatagram<'_>) -> Option<bool> {
+        let peer = wire_addr(d.peer);
+        let mut repr = Self::repr(self.local, peer, self.port, 0)?;
+        // What UDP would not carry, UDP refuses and counts.
+        if !(MIN_ROCE..=SLOT).contains(&d.roce.len()) || repr.buffer_len(d.roce.len()) > self.info.mtu {
+            return None;
+        }
+        let shm = self.shm.as_mut()?;
+        let i = shm.channel_to(peer)?;
+        let icrc = icrc_between((self.local, self.port), (peer, ROCEV2_UDP_PORT), 0, d.roce)?;
+        let body = &d.roce[..d.roce.len() - ICRC_LEN];
+        if !shm.push(i, self.port, &[body, &icrc.to_le_bytes()]) {
+            self.stats.tx_dropped += 1;
+            return Some(false);
+        }
+        self.stats.tx_packets += 1;
+        self.stats.tx_same_host += 1;
+        self.stats.tx_bytes += d.roce.len() as u64;
+        if let Some(sink) = self.sink.as_mut() {
+            if !self.no_check {
+                repr.udp.checksum = crate::frame::UdpChecksum::Compute;
+            }
+            Self::to_sink(sink, &mut self.scratch, Direction::Tx, &repr, d.roce, icrc);
+        }
+        Some(true)
+    }
+
+    /// Puts `batch` on the wire by UDP.
+    fn send_udp(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
         let mut sent = 0;
         for chunk in batch.chunks(MAX_BATCH) {
             // Which datagrams this link can carry at all.
@@ -536,10 +613,16 @@ impl Link for UdpLink {
     fn recv(&mut self, timeout: Duration, batch: &mut RxBatch) -> io::Result<usize> {
         // Without a wait, recvmmsg (MSG_DONTWAIT) is the readiness check: one
         // system call where a poll and then a receive would take two.
-        if !timeout.is_zero() && !self.wait_readable(timeout)? {
+        if !timeout.is_zero() && !self.wait_for_datagrams(timeout)? {
             return Ok(0);
         }
-        let (mut kept, got) = self.recv_from(self.sock.fd(), batch, self.rx_sizer.want())?;
+        let mut kept = self.recv_same_host(batch);
+        if self.skip_socket(timeout) {
+            return Ok(kept);
+        }
+        let (udp_kept, got) = self.recv_from(self.sock.fd(), batch, self.rx_sizer.want())?;
+        self.udp_idle = if got == 0 { self.udp_idle.saturating_add(1) } else { 0 };
+        kept += udp_kept;
         self.rx_sizer.saw(got);
         self.serve_sharing(got);
         // Multicast groups: one more system call a receive, only while there are any.
@@ -582,6 +665,7 @@ impl Link for UdpLink {
         fds.extend(self.tenant_wait.as_ref().map(Epoll::fd));
         fds.extend(self.groups.iter().map(|(_, s)| s.fd()));
         fds.extend(self.share.descriptors());
+        fds.extend(self.shm.iter().flat_map(ShmPeers::descriptors));
         fds
     }
 
@@ -616,9 +700,68 @@ impl Link for UdpLink {
     fn aux_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
         crate::sys::fd::dup(self.aux_wait.fd()).ok()
     }
+
+    fn prepare_to_sleep(&mut self) -> bool {
+        self.shm.as_mut().is_none_or(ShmPeers::prepare_to_sleep)
+    }
 }
 
 impl UdpLink {
+    /// Takes in what the same-host rings hold (at most a batch): how many
+    /// datagrams were kept. They are checked, captured and steered as the
+    /// socket's are.
+    fn recv_same_host(&mut self, batch: &mut RxBatch) -> usize {
+        let mut kept = 0;
+        for _ in 0..MAX_BATCH {
+            let at = batch.next_offset();
+            let Some(shm) = self.shm.as_mut() else { return 0 };
+            let Some((peer, port, len)) = shm.pop(batch.area(SLOT)) else { break };
+            batch.commit(len);
+            if self.keep(SocketAddr::new(peer, port), self.local, batch, at..at + len) {
+                self.stats.rx_same_host += 1;
+                kept += 1;
+            }
+        }
+        if let Some(shm) = self.shm.as_mut() {
+            shm.received();
+        }
+        kept
+    }
+
+    /// Whether this receive leaves the socket unread: with the peers on the
+    /// same-host path and nothing by UDP for [`UDP_IDLE`] receives, a
+    /// polling thread reads the socket only every [`UDP_EVERY`]th time, so
+    /// that the rings' datagrams do not each wait behind an empty
+    /// `recvmmsg` (a UDP datagram then waits up to that many receives).
+    fn skip_socket(&mut self, timeout: Duration) -> bool {
+        let quiet = self.udp_idle >= UDP_IDLE && timeout.is_zero();
+        if !quiet || self.same_host_peers() == 0 || self.udp_skipped + 1 >= UDP_EVERY {
+            self.udp_skipped = 0;
+            return false;
+        }
+        self.udp_skipped += 1;
+        true
+    }
+
+    /// Channels to processes on this host that are up (tests).
+    pub fn same_host_peers(&self) -> usize {
+        self.shm.as_ref().map_or(0, ShmPeers::ready_peers)
+    }
+
+    /// Whether anything came within `timeout`: on the unicast socket, a
+    /// group's, or (the same-host path) a ring or a control socket.
+    fn wait_for_datagrams(&mut self, timeout: Duration) -> io::Result<bool> {
+        let Some(shm) = self.shm.as_mut() else { return self.wait_readable(timeout) };
+        if !shm.prepare_to_sleep() {
+            return Ok(true);
+        }
+        let woken = mmsg::wait_readable_any(&[self.sock.fd(), self.aux_wait.fd()], timeout)?;
+        if let Some(shm) = self.shm.as_mut() {
+            shm.look();
+        }
+        Ok(woken)
+    }
+
     /// Whether the unicast socket, or a group's, is readable within `timeout`.
     fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
         match self.groups.is_empty() && !matches!(self.share, Share::Tenant(_)) {

@@ -9,6 +9,7 @@ pub mod mmsg;
 pub mod netns;
 pub mod packet;
 pub mod region;
+pub mod shm;
 pub mod tap;
 pub mod udp;
 pub mod unix;

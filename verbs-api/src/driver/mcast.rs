@@ -35,6 +35,7 @@ impl Core {
                 McastChange::Leave(g) => self.link.leave_multicast(g.ip()),
             };
             result = result.and(r);
+            self.note_descriptors();
         }
         result
     }

@@ -21,6 +21,7 @@
 //! wake-up of the owner and a second thread's scheduling on every post (the
 //! measurement is in docs/ARCHITECTURE.md).
 
+mod fds;
 mod mcast;
 mod open;
 mod progress;
@@ -64,6 +65,9 @@ pub(crate) struct Core {
     pub qp1: Option<Qp1>,
     /// The services QP1 listens on, as claimed on the link.
     claimed_services: BTreeSet<u64>,
+    /// The link's descriptors for a forked child (refreshed when a claim
+    /// or a multicast change may have changed them).
+    fds: Arc<fds::FdSnapshot>,
 }
 
 /// A CQ armed for one event on its channel.
@@ -104,6 +108,9 @@ pub(crate) struct Driver {
     stop: AtomicBool,
     /// A forked child's copy of its parent's device (it moves no packets).
     forked_away: AtomicBool,
+    /// The link's descriptors, for a forked child to let go of even when a
+    /// thread of the parent held the lock at the fork.
+    fds: Arc<fds::FdSnapshot>,
     /// When (`now()`, ns) an application thread last ran a round on a
     /// busy-poll device: its progress thread leaves the core to it meanwhile.
     last_help: AtomicU64,
@@ -130,7 +137,9 @@ impl Driver {
         engine.set_gid_table((0..info.gids.len()).map(|i| info.gids.get(i)).collect());
         let doorbell = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
             .map_err(|e| Error::Os { verb: "ibv_open_device", err: e.into() })?;
+        let fds = Arc::new(fds::FdSnapshot::new(&link.descriptors()));
         Ok(Driver {
+            fds: fds.clone(),
             link_fd: link.wait_fd(),
             mcast_fd: link.aux_wait_fd(),
             core: Mutex::new(Core {
@@ -142,6 +151,7 @@ impl Driver {
                 armed: Vec::new(),
                 qp1: None,
                 claimed_services: BTreeSet::new(),
+                fds,
             }),
             device_attr: DeviceAttr::for_link(&info),
             info,
@@ -326,6 +336,8 @@ impl Core {
             ("link_rx_malformed", s.rx_malformed),
             ("link_tx_dropped", s.tx_dropped),
             ("link_neighbours_unresolved", s.neighbours_unresolved),
+            ("link_tx_same_host", s.tx_same_host),
+            ("link_rx_same_host", s.rx_same_host),
         ]);
         stats
     }
@@ -335,6 +347,20 @@ impl Core {
         self.link.stats()
     }
 
+    /// Claims `key` on the link. A claim may change the link's descriptors
+    /// (a process sharing the address takes the port over when its owner
+    /// left): the copy a forked child uses follows.
+    fn claim(&mut self, key: SteerKey) -> std::io::Result<()> {
+        let r = self.link.claim(key);
+        self.note_descriptors();
+        r
+    }
+
+    /// Refreshes the copy of the link's descriptors a forked child uses.
+    fn note_descriptors(&self) {
+        self.fds.store(&self.link.descriptors());
+    }
+
     /// A new QP, its number claimed on the link: on an address shared with
     /// other processes, a random QPN another one holds is drawn again.
     pub fn create_qp(&mut self, attr: QpInitAttr) -> Result<u32, Error> {
@@ -342,7 +368,7 @@ impl Core {
         // Bounded: a collision of random 24-bit numbers twice running is rare enough.
         for _ in 0..8 {
             let qpn = self.engine.create_qp(attr).map_err(Error::engine(VERB))?;
-            match self.link.claim(SteerKey::Qpn(qpn)) {
+            match self.claim(SteerKey::Qpn(qpn)) {
                 Ok(()) => return Ok(qpn),
                 Err(e) => {
                     let _ = self.engine.destroy_qp(qpn);
@@ -379,7 +405,9 @@ impl Core {
             if self.claimed_services.contains(&sid) {
                 continue;
             }
-            if let Err(err) = self.link.claim(SteerKey::Service(sid)) {
+            let claimed = self.link.claim(SteerKey::Service(sid));
+            self.fds.store(&self.link.descriptors());
+            if let Err(err) = claimed {
                 qp1.drop_service(sid);
                 return Err(match err.kind() {
                     std::io::ErrorKind::AddrInUse => Error::Cm {
@@ -469,8 +497,12 @@ impl Driver {
     /// holds (see `open::let_go_after_fork`), and moves no packets from now.
     fn let_go_after_fork(&self) {
         self.forked_away.store(true, Ordering::Relaxed);
-        if let Ok(core) = self.core.try_lock() {
-            core.link.descriptors().into_iter().for_each(uroce_stack::fork::let_go);
+        // The link's own list if the lock is free; else (a thread of the
+        // parent held it at the fork: it is gone, the lock stays held) the
+        // copy kept beside it.
+        match self.core.try_lock() {
+            Ok(core) => core.link.descriptors().into_iter().for_each(uroce_stack::fork::let_go),
+            Err(_) => self.fds.each(uroce_stack::fork::let_go),
         }
         for fd in [self.link_fd.as_ref(), self.mcast_fd.as_ref()].into_iter().flatten() {
             uroce_stack::fork::let_go(fd.as_raw_fd());

@@ -199,6 +199,11 @@ impl Driver {
         let engine_due = core.engine.poll_timeout().map(|t| t - now);
         let cm_due = core.qp1.as_ref().and_then(|q| q.cm.poll_timeout()).map(|t| t - now);
         let link_due = core.link.next_due().map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        // A link whose peers must be told it sleeps (the udp link's same-host
+        // rings) may find something already waiting: then no sleep.
+        if !core.link.prepare_to_sleep() {
+            return Duration::ZERO;
+        }
         [engine_due, cm_due, link_due, hold_due].into_iter().flatten().fold(IDLE_WAIT, Duration::min)
     }
 
