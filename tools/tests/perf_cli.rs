@@ -603,23 +603,32 @@ fn the_authenticated_mode_runs_and_says_what_it_cannot_do() {
     assert!(ud.2.contains("the authenticated mode is for RC and UC QPs, not UD"), "{}", ud.2);
 }
 
-/// The same-host path (UROCE_SHM=1): two processes run write_bw through the
-/// memory they share; the client's --stats count it.
+/// The same-host path (on by default): two processes run write_bw through
+/// the memory they share, the client's --stats count it; with UROCE_SHM=0
+/// every datagram goes by UDP.
 #[test]
-fn the_same_host_path_carries_a_two_process_run() {
+fn the_same_host_path_carries_a_two_process_run_unless_turned_off() {
     let net = TestNet::new();
-    let shm = [("UROCE_SHM", "1")];
-    let (sdev, cdev, port) = (net.udp(1), net.udp(2), free_port());
-    let sargs = ["write_bw", "-d", &sdev, "-p", &port, "-s", "4096", "-D", "1"];
-    let (server, seen) = Proc::start_with(&sargs, &shm).wait_for(WAITING);
-    let cargs = ["write_bw", "-d", &cdev, "-p", &port, "-s", "4096", "-D", "1", "--stats", "127.0.0.1"];
-    let client = Proc::start_with(&cargs, &shm).finish(Vec::new());
-    ok(&server.finish(seen));
-    let out = ok(&client);
-    let count = |name: &str| -> u64 {
-        let line = out.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}: {out}"));
-        line.split_whitespace().last().unwrap().parse().unwrap()
-    };
-    assert!(count("link_tx_same_host") > 1000, "the WRITEs went through shared memory:\n{out}");
-    assert!(count("link_rx_same_host") > 10, "and their ACKs came back so:\n{out}");
+    let (sdev, cdev) = (net.udp(1), net.udp(2));
+    for (shm, same_host) in [("1", true), ("0", false)] {
+        let env = [("UROCE_SHM", shm)];
+        let port = free_port();
+        let sargs = ["write_bw", "-d", &sdev, "-p", &port, "-s", "4096", "-D", "1"];
+        let (server, seen) = Proc::start_with(&sargs, &env).wait_for(WAITING);
+        let cargs = ["write_bw", "-d", &cdev, "-p", &port, "-s", "4096", "-D", "1", "--stats", "127.0.0.1"];
+        let client = Proc::start_with(&cargs, &env).finish(Vec::new());
+        ok(&server.finish(seen));
+        let out = ok(&client);
+        let count = |name: &str| -> u64 {
+            let line = out.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}: {out}"));
+            line.split_whitespace().last().unwrap().parse().unwrap()
+        };
+        if same_host {
+            assert!(count("link_tx_same_host") > 1000, "the WRITEs went through shared memory:\n{out}");
+            assert!(count("link_rx_same_host") > 10, "and their ACKs came back so:\n{out}");
+        } else {
+            assert_eq!(count("link_tx_same_host") + count("link_rx_same_host"), 0, "UROCE_SHM=0: UDP only\n{out}");
+            assert!(count("link_tx_packets") > 1000, "{out}");
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! The udp link's same-host path (`UROCE_SHM=1`) between two processes:
+//! The udp link's same-host path (on unless `UROCE_SHM=0`) between two processes:
 //! this test binary runs itself twice, as a survivor and a victim, each on
 //! an address of its own, and relays their QP details. Their WRITEs go
 //! through the memory they share; once the victim is killed, the

@@ -1,5 +1,5 @@
-//! The udp link's same-host path (issue 15; experimental, on with
-//! `UROCE_SHM=1`): two uroce processes on one host exchange their RoCEv2
+//! The udp link's same-host path (issue 15; on unless `UROCE_SHM=0`): two
+//! uroce processes on one host exchange their RoCEv2
 //! datagrams, ICRC included, through rings in memory they share instead of
 //! the kernel's UDP. Nothing above the link changes: the datagrams are the
 //! ones the udp link would send, checked, captured and steered the same way.
@@ -30,12 +30,13 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
-/// The environment variable that turns the same-host path on (`1`).
+/// The environment variable that turns the same-host path off (`0`): every
+/// datagram by UDP, as a capture on `lo` (tcpdump) would show them.
 pub const SHM_ENV: &str = "UROCE_SHM";
 
-/// Whether `UROCE_SHM` asks for the same-host path.
+/// Whether the same-host path is on: unless `UROCE_SHM=0`.
 pub fn enabled_by_env() -> bool {
-    std::env::var(SHM_ENV).is_ok_and(|v| v == "1")
+    std::env::var(SHM_ENV).map_or(true, |v| v != "0")
 }
 
 /// How long after finding no listener for a peer address the link asks again.
@@ -121,9 +122,9 @@ impl ShmPeers {
         if let Some(i) = self.channels.iter().position(|c| c.peer == Some(peer) && c.ready()) {
             return Some(i);
         }
-        let asked = self.channels.iter().any(|c| c.peer == Some(peer));
-        let recently = self.unheard.get(&peer).is_some_and(|t| t.elapsed() < RETRY);
-        let may_ask = peer != self.local && peer.is_ipv4() == self.local.is_ipv4() && !asked && !recently;
+        // No clock read per datagram: `look` forgets old refusals.
+        let asked = self.channels.iter().any(|c| c.peer == Some(peer)) || self.unheard.contains_key(&peer);
+        let may_ask = peer != self.local && peer.is_ipv4() == self.local.is_ipv4() && !asked;
         if may_ask && self.connect(peer).is_err() {
             self.unheard.insert(peer, Instant::now());
         }
@@ -213,8 +214,12 @@ impl ShmPeers {
         true
     }
 
-    /// New peers, answers to hellos, and peers gone.
+    /// New peers, answers to hellos, and peers gone; peer addresses that
+    /// had no listener [`RETRY`] ago may be asked again.
     pub(crate) fn look(&mut self) {
+        if !self.unheard.is_empty() {
+            self.unheard.retain(|_, since| since.elapsed() < RETRY);
+        }
         if !self.ctl.wait(Duration::ZERO).unwrap_or(false) {
             return;
         }

@@ -76,7 +76,7 @@ pub struct UdpOffload {
     /// Receive coalesced datagrams (UDP_GRO) and split them.
     pub gro: bool,
     /// Exchange datagrams with uroce processes on this host through shared
-    /// memory ([`super::shm`]; experimental).
+    /// memory ([`super::shm`]; on unless `UROCE_SHM=0`).
     pub shm: bool,
 }
 
