@@ -133,15 +133,13 @@ impl ShmPeers {
 
     /// Connects to the link that owns `peer` and sends it the rings.
     fn connect(&mut self, peer: IpAddr) -> io::Result<()> {
-        let addr = UnixAddr::from_abstract_name(shm_name(peer, self.scope_id).as_bytes())?;
-        let ctl = UnixStream::connect_addr(&addr)?;
+        let ctl = shm::connect_abstract(shm_name(peer, self.scope_id).as_bytes())?;
         if peer_uid(ctl.as_fd())? != euid() {
             return Err(io::Error::new(io::ErrorKind::PermissionDenied, "another user's process"));
         }
         let (map, memfd) = SharedMap::create()?;
         let mine = shm::eventfd()?;
         shm::send_with_fds(ctl.as_fd(), &message(HELLO, Some(self.local)), &[memfd.as_raw_fd(), mine.as_raw_fd()])?;
-        ctl.set_nonblocking(true)?;
         self.ctl.add(ctl.as_raw_fd())?;
         self.wake.add(mine.as_raw_fd())?;
         let rings = Some(RingPair::new(map, 0));

@@ -278,6 +278,36 @@ pub fn drain(fd: BorrowedFd<'_>) {
     let _ = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
 }
 
+/// Connects to the abstract Unix socket `name` without blocking: a
+/// listener whose backlog is full (a process that is stuck) refuses
+/// (`WouldBlock`) instead of holding the caller, which holds its driver.
+pub fn connect_abstract(name: &[u8]) -> io::Result<std::os::unix::net::UnixStream> {
+    // SAFETY: a zeroed sockaddr_un is valid; sun_path is filled below.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    // An abstract name: a NUL, then the name (not NUL-terminated).
+    if name.len() + 1 > addr.sun_path.len() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "a name too long for a Unix socket"));
+    }
+    for (d, s) in addr.sun_path[1..].iter_mut().zip(name) {
+        *d = *s as libc::c_char;
+    }
+    let len = (std::mem::offset_of!(libc::sockaddr_un, sun_path) + 1 + name.len()) as libc::socklen_t;
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: `addr` is a sockaddr_un of which `len` bytes are meaningful.
+    let rc = unsafe { libc::connect(fd.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(std::os::unix::net::UnixStream::from(fd))
+}
+
 /// Descriptors one message passes at most.
 pub const MAX_FDS: usize = 2;
 
@@ -426,6 +456,20 @@ mod test {
         // SAFETY: ftruncate on it.
         assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), MAP_LEN as libc::off_t) }, 0);
         assert!(SharedMap::open(&fd).is_err());
+    }
+
+    #[test]
+    fn an_abstract_name_is_reached_without_blocking_or_refused() {
+        use std::os::linux::net::SocketAddrExt;
+        let name = format!("uroce-test/{}", std::process::id());
+        assert!(connect_abstract(name.as_bytes()).is_err(), "nobody listens yet");
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+        let client = connect_abstract(name.as_bytes()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        send_with_fds(client.as_fd(), b"hi", &[]).unwrap();
+        let mut buf = [0u8; 4];
+        assert_eq!(recv_with_fds(server.as_fd(), &mut buf).unwrap().0, 2);
     }
 
     #[test]
