@@ -68,22 +68,9 @@ pub enum Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        match self {
-            Error::Engine { verb, err } => write!(f, "{verb}: {err}"),
-            Error::Device(e) => write!(f, "ibv_open_device: {e}"),
-            Error::NoSuchGid { index, len } => {
-                write!(f, "ibv_query_gid: no GID index {index}; the table has {len} (0: IPv6 link-local, 1: IPv4)")
-            }
-            Error::GidNotSendable { index, gid, device, usable } => write!(
-                f,
-                "GID index {index} ({}) of {device} cannot be sent from: a udp device sends from its own address only \
-                 (GID index {usable}); for link-local GIDs over udp, open udp:[fe80::...%IFACE], or use a packet device",
-                gid.to_ipv6()
-            ),
-            Error::InvalidValue { verb, what } => write!(f, "{verb}: invalid {what}"),
-            Error::Timeout { verb } => write!(f, "{verb}: timed out"),
-            Error::Os { verb, err } => write!(f, "{verb}: {err}"),
-            Error::Cm { verb, what, .. } => write!(f, "{verb}: {what}"),
+        match self.verb() {
+            Some(verb) => write!(f, "{verb}: {}", self.reason()),
+            None => f.write_str(&self.reason()),
         }
     }
 }
@@ -127,21 +114,39 @@ impl Error {
         })
     }
 
-    /// What went wrong without the verb's name in front, for a caller that
-    /// names the verb itself (the drop-in's `UROCE_EXPLAIN` lines).
-    pub fn reason(&self) -> String {
-        let text = self.to_string();
-        let verb = match self {
+    /// The verb that failed, as the message names it first.
+    fn verb(&self) -> Option<&'static str> {
+        match self {
             Error::Engine { verb, .. }
             | Error::InvalidValue { verb, .. }
             | Error::Timeout { verb }
             | Error::Os { verb, .. }
-            | Error::Cm { verb, .. } => *verb,
-            Error::Device(_) => "ibv_open_device",
-            Error::NoSuchGid { .. } => "ibv_query_gid",
-            Error::GidNotSendable { .. } => return text,
-        };
-        text.strip_prefix(verb).and_then(|t| t.strip_prefix(": ")).map_or(text.clone(), str::to_owned)
+            | Error::Cm { verb, .. } => Some(verb),
+            Error::Device(_) => Some("ibv_open_device"),
+            Error::NoSuchGid { .. } => Some("ibv_query_gid"),
+            Error::GidNotSendable { .. } => None,
+        }
+    }
+
+    /// What went wrong without the verb's name in front, for a caller that
+    /// names the verb itself (the drop-in's `UROCE_EXPLAIN` lines).
+    pub fn reason(&self) -> String {
+        match self {
+            Error::Engine { err, .. } => err.to_string(),
+            Error::Device(e) => e.to_string(),
+            Error::NoSuchGid { index, len } => {
+                format!("no GID index {index}; the table has {len} (0: IPv6 link-local, 1: IPv4)")
+            }
+            Error::GidNotSendable { index, gid, device, usable } => format!(
+                "GID index {index} ({}) of {device} cannot be sent from: a udp device sends from its own address only \
+                 (GID index {usable}); for link-local GIDs over udp, open udp:[fe80::...%IFACE], or use a packet device",
+                gid.to_ipv6()
+            ),
+            Error::InvalidValue { what, .. } => format!("invalid {what}"),
+            Error::Timeout { .. } => "timed out".into(),
+            Error::Os { err, .. } => err.to_string(),
+            Error::Cm { what, .. } => what.clone(),
+        }
     }
 
     pub(crate) fn engine(verb: &'static str) -> impl Fn(engine::Error) -> Error {

@@ -4,7 +4,7 @@
 //! sent and received (LINKTYPE_RAW), rebuilt from what was signed and what the
 //! kernel reported. Capture sees the wire, so it sits under any impairment.
 
-use super::{Direction, Link, LinkStats, RxBatch, TxDatagram};
+use super::{Direction, Link, RxBatch, TxDatagram};
 use crate::pcap::{LinkType, PcapWriter};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -105,43 +105,14 @@ impl<L: Link, W: Write + Send + 'static> Capture<L, W> {
 }
 
 impl<L: Link, W: Write + Send + 'static> Link for Capture<L, W> {
+    super::pass_to_inner!();
     fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
         self.inner.send(batch)
     }
     fn recv(&mut self, timeout: Duration, batch: &mut RxBatch) -> io::Result<usize> {
         self.inner.recv(timeout, batch)
     }
-    fn stats(&self) -> LinkStats {
-        self.inner.stats()
-    }
-    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
-        self.inner.wait_fd()
-    }
     fn next_due(&self) -> Option<std::time::Instant> {
         self.inner.next_due()
-    }
-    fn set_frame_sink(&mut self, sink: Option<super::FrameSink>) {
-        self.inner.set_frame_sink(sink)
-    }
-    fn join_multicast(&mut self, group: std::net::IpAddr) -> io::Result<()> {
-        self.inner.join_multicast(group)
-    }
-    fn leave_multicast(&mut self, group: std::net::IpAddr) -> io::Result<()> {
-        self.inner.leave_multicast(group)
-    }
-    fn aux_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
-        self.inner.aux_wait_fd()
-    }
-    fn claim(&mut self, key: super::SteerKey) -> io::Result<()> {
-        self.inner.claim(key)
-    }
-    fn release(&mut self, key: super::SteerKey) {
-        self.inner.release(key)
-    }
-    fn prepare_to_sleep(&mut self) -> bool {
-        self.inner.prepare_to_sleep()
-    }
-    fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
-        self.inner.descriptors()
     }
 }

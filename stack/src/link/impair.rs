@@ -15,7 +15,7 @@
 //!   (Transmit corruption cannot be modelled above the link: the link signs
 //!   what it is given.)
 
-use super::{FrameSink, Integrity, Link, LinkStats, RxBatch, RxDatagram, TxDatagram};
+use super::{Integrity, Link, RxBatch, RxDatagram, TxDatagram};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::io;
@@ -264,6 +264,7 @@ impl<L: Link> Impair<L> {
 }
 
 impl<L: Link> Link for Impair<L> {
+    super::pass_to_inner!();
     fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
         let now = Instant::now();
         let mut sent = self.flush_tx(now)?;
@@ -330,41 +331,11 @@ impl<L: Link> Link for Impair<L> {
         }
         Ok(0)
     }
-    fn stats(&self) -> LinkStats {
-        self.inner.stats()
-    }
-    fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
-        self.inner.wait_fd()
-    }
     fn next_due(&self) -> Option<Instant> {
         let mine = Impair::next_due(self);
         match (mine, self.inner.next_due()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
-    }
-    fn set_frame_sink(&mut self, sink: Option<FrameSink>) {
-        self.inner.set_frame_sink(sink)
-    }
-    fn join_multicast(&mut self, group: std::net::IpAddr) -> io::Result<()> {
-        self.inner.join_multicast(group)
-    }
-    fn leave_multicast(&mut self, group: std::net::IpAddr) -> io::Result<()> {
-        self.inner.leave_multicast(group)
-    }
-    fn aux_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
-        self.inner.aux_wait_fd()
-    }
-    fn claim(&mut self, key: super::SteerKey) -> io::Result<()> {
-        self.inner.claim(key)
-    }
-    fn release(&mut self, key: super::SteerKey) {
-        self.inner.release(key)
-    }
-    fn prepare_to_sleep(&mut self) -> bool {
-        self.inner.prepare_to_sleep()
-    }
-    fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
-        self.inner.descriptors()
     }
 }

@@ -251,6 +251,44 @@ pub trait Link: Send {
     }
 }
 
+/// The [`Link`] methods a wrapper of another link (a capture, an
+/// impairment) passes on unchanged to the link in its `inner` field.
+macro_rules! pass_to_inner {
+    () => {
+        fn stats(&self) -> $crate::link::LinkStats {
+            self.inner.stats()
+        }
+        fn wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+            self.inner.wait_fd()
+        }
+        fn set_frame_sink(&mut self, sink: Option<$crate::link::FrameSink>) {
+            self.inner.set_frame_sink(sink)
+        }
+        fn join_multicast(&mut self, group: std::net::IpAddr) -> std::io::Result<()> {
+            self.inner.join_multicast(group)
+        }
+        fn leave_multicast(&mut self, group: std::net::IpAddr) -> std::io::Result<()> {
+            self.inner.leave_multicast(group)
+        }
+        fn aux_wait_fd(&self) -> Option<std::os::fd::OwnedFd> {
+            self.inner.aux_wait_fd()
+        }
+        fn claim(&mut self, key: $crate::link::SteerKey) -> std::io::Result<()> {
+            self.inner.claim(key)
+        }
+        fn release(&mut self, key: $crate::link::SteerKey) {
+            self.inner.release(key)
+        }
+        fn prepare_to_sleep(&mut self) -> bool {
+            self.inner.prepare_to_sleep()
+        }
+        fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
+            self.inner.descriptors()
+        }
+    };
+}
+pub(crate) use pass_to_inner;
+
 impl<L: Link + ?Sized> Link for Box<L> {
     fn send(&mut self, batch: &[TxDatagram<'_>]) -> io::Result<usize> {
         (**self).send(batch)

@@ -24,6 +24,7 @@
 //! Only processes of one user share: each end checks the other's
 //! credentials (`SO_PEERCRED`).
 
+use super::gid::Gid;
 use crate::sys::epoll::Epoll;
 use crate::sys::unix::{euid, peer_uid};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -501,8 +502,8 @@ impl Forwarded {
         h[4] = code;
         h[6..8].copy_from_slice(&ident.to_be_bytes());
         h[8..10].copy_from_slice(&self.src_port.to_be_bytes());
-        h[12..28].copy_from_slice(&v6(self.peer));
-        h[28..44].copy_from_slice(&v6(self.local));
+        h[12..28].copy_from_slice(&Gid::from_ip(self.peer).0);
+        h[28..44].copy_from_slice(&Gid::from_ip(self.local).0);
         h[44..52].copy_from_slice(&self.token.to_le_bytes());
         h
     }
@@ -519,11 +520,7 @@ impl Forwarded {
             2 => Integrity::Mac,
             _ => Integrity::Unchecked,
         };
-        let ip = |b: &[u8]| {
-            let mut o = [0u8; 16];
-            o.copy_from_slice(b);
-            super::wire_addr(IpAddr::from(o))
-        };
+        let ip = |b: &[u8]| Gid(b.try_into().expect("16 bytes")).ip();
         let mut token = [0u8; 8];
         token.copy_from_slice(&h[44..52]);
         Some(Forwarded {
@@ -533,14 +530,6 @@ impl Forwarded {
             integrity,
             token: u64::from_le_bytes(token),
         })
-    }
-}
-
-/// An address as 16 bytes (IPv4 mapped).
-fn v6(ip: IpAddr) -> [u8; 16] {
-    match ip {
-        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
-        IpAddr::V6(a) => a.octets(),
     }
 }
 

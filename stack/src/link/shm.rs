@@ -19,12 +19,13 @@
 //! to an address nobody answers (its QPs' peers time out, as on a network).
 //! The processes share only the rings: neither maps the other's memory.
 
+use super::gid::Gid;
 use crate::sys::epoll::Epoll;
 use crate::sys::shm::{self, RingPair, SharedMap};
 use crate::sys::unix::{euid, peer_uid};
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
@@ -241,7 +242,6 @@ impl ShmPeers {
                 self.wake.remove(c.mine.as_raw_fd());
             }
         }
-        self.next = 0;
     }
 
     fn accept(&mut self, ctl: UnixStream) -> io::Result<()> {
@@ -296,21 +296,16 @@ impl ShmPeers {
     }
 }
 
+/// A control message: `magic`, then (a hello) the sender's address as a GID.
 fn message(magic: &[u8; 8], from: Option<IpAddr>) -> [u8; MSG_LEN] {
     let mut m = [0u8; MSG_LEN];
     m[..8].copy_from_slice(magic);
-    let v6 = match from {
-        Some(IpAddr::V4(a)) => a.to_ipv6_mapped(),
-        Some(IpAddr::V6(a)) => a,
-        None => Ipv6Addr::UNSPECIFIED,
-    };
-    m[8..].copy_from_slice(&v6.octets());
+    m[8..].copy_from_slice(&from.map(Gid::from_ip).unwrap_or_default().0);
     m
 }
 
 fn address(m: &[u8; MSG_LEN]) -> IpAddr {
-    let v6 = Ipv6Addr::from(<[u8; 16]>::try_from(&m[8..]).expect("16 bytes"));
-    v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4)
+    Gid(m[8..].try_into().expect("16 bytes")).ip()
 }
 
 fn read_word(ctl: &UnixStream) -> Word {

@@ -457,15 +457,16 @@ impl UdpLink {
     /// counted); `None`: send it by UDP.
     fn send_same_host(&mut self, d: &TxDatagram<'_>) -> Option<bool> {
         let peer = wire_addr(d.peer);
+        // A peer not on this host costs a lookup here, nothing more.
+        let i = self.shm.as_mut()?.channel_to(peer)?;
         let mut repr = Self::repr(self.local, peer, self.port, 0)?;
         // What UDP would not carry, UDP refuses and counts.
         if !(MIN_ROCE..=SLOT).contains(&d.roce.len()) || repr.buffer_len(d.roce.len()) > self.info.mtu {
             return None;
         }
-        let shm = self.shm.as_mut()?;
-        let i = shm.channel_to(peer)?;
         let icrc = icrc_between((self.local, self.port), (peer, ROCEV2_UDP_PORT), 0, d.roce)?;
         let body = &d.roce[..d.roce.len() - ICRC_LEN];
+        let shm = self.shm.as_mut()?;
         if !shm.push(i, self.port, &[body, &icrc.to_le_bytes()]) {
             self.stats.tx_dropped += 1;
             return Some(false);

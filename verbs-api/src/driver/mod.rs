@@ -187,14 +187,7 @@ impl Driver {
     /// a round held back) from this thread. ACKs held back stay while the
     /// verb queued nothing to send (a receive posted before the answer).
     pub fn post<R>(&self, verb: impl FnOnce(&mut Engine) -> R) -> R {
-        let mut core = self.lock();
-        let r = verb(&mut core.engine);
-        core.flush_tx(self.now(), true);
-        if core.ack_hold.take_wake_thread() {
-            drop(core);
-            self.ring();
-        }
-        r
+        self.post_corked(None, verb)
     }
 
     /// [`Driver::post`] for `ibv_post_send` on QP `qpn`: while the QP keeps
@@ -208,8 +201,14 @@ impl Driver {
     /// call per packet (send_bw 4 KiB at a quarter of write_bw's rate); a
     /// ping-pong, with one packet in flight, still sends at once.
     pub fn post_request<R>(&self, qpn: u32, verb: impl FnOnce(&mut Engine) -> R) -> R {
+        self.post_corked(Some(qpn), verb)
+    }
+
+    /// [`Driver::post`], corked behind QP `stream`'s packets in flight
+    /// ([`Driver::post_request`]) if one is named.
+    fn post_corked<R>(&self, stream: Option<u32>, verb: impl FnOnce(&mut Engine) -> R) -> R {
         let mut core = self.lock();
-        let streaming = core.engine.qp_inflight_psns(qpn) >= STREAM_INFLIGHT;
+        let streaming = stream.is_some_and(|qpn| core.engine.qp_inflight_psns(qpn) >= STREAM_INFLIGHT);
         let r = verb(&mut core.engine);
         if streaming {
             core.send_full_batches(self.now());
@@ -395,7 +394,7 @@ impl Core {
     /// it stopped listening on. A service another process sharing the
     /// address listens on stays that process's: refused with EADDRINUSE.
     fn claim_services(&mut self) -> Result<(), Error> {
-        let Some(qp1) = &mut self.qp1 else { return Ok(()) };
+        let Some(qp1) = &self.qp1 else { return Ok(()) };
         let listened: BTreeSet<u64> = qp1.service_ids().collect();
         for &sid in self.claimed_services.difference(&listened) {
             self.link.release(SteerKey::Service(sid));
@@ -405,10 +404,10 @@ impl Core {
             if self.claimed_services.contains(&sid) {
                 continue;
             }
-            let claimed = self.link.claim(SteerKey::Service(sid));
-            self.fds.store(&self.link.descriptors());
-            if let Err(err) = claimed {
-                qp1.drop_service(sid);
+            if let Err(err) = self.claim(SteerKey::Service(sid)) {
+                if let Some(qp1) = &mut self.qp1 {
+                    qp1.drop_service(sid);
+                }
                 return Err(match err.kind() {
                     std::io::ErrorKind::AddrInUse => Error::Cm {
                         verb: "rdma_listen",

@@ -5,7 +5,7 @@ use super::Core;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 use uroce_stack::link::TxDatagram;
-use uroce_transport::engine::{Instant, Transmit, MAX_PACKET_LEN};
+use uroce_transport::engine::{Engine, Instant, Transmit, MAX_PACKET_LEN};
 
 /// Packets moved per batch between engine and link.
 pub(super) const BATCH: usize = 32;
@@ -139,10 +139,15 @@ impl Core {
     /// Takes packets from the engine until the batch is full or the engine
     /// has none.
     fn fill(&mut self, now: Instant) {
+        self.fill_with(|engine, buf| engine.poll_transmit(now, buf));
+    }
+
+    /// Takes packets `poll` writes until the batch is full or `poll` has none.
+    fn fill_with(&mut self, mut poll: impl FnMut(&mut Engine, &mut [u8]) -> Option<Transmit>) {
         let Core { engine, tx, .. } = self;
         let before = tx.meta.len();
         for buf in tx.bufs[before..].iter_mut() {
-            match engine.poll_transmit(now, buf) {
+            match poll(engine, buf) {
                 Some(t) => tx.meta.push(t),
                 None => break,
             }
@@ -193,15 +198,8 @@ impl Core {
     /// peer (`Engine::poll_owed_ack`): it is about to be destroyed.
     pub(super) fn send_owed_acks(&mut self, qpn: u32) {
         loop {
-            let Core { engine, tx, .. } = self;
-            let before = tx.meta.len();
-            for buf in tx.bufs[before..].iter_mut() {
-                match engine.poll_owed_ack(qpn, buf) {
-                    Some(t) => tx.meta.push(t),
-                    None => break,
-                }
-            }
-            let full = tx.meta.len() == BATCH;
+            self.fill_with(|engine, buf| engine.poll_owed_ack(qpn, buf));
+            let full = self.tx.meta.len() == BATCH;
             self.send_batch();
             if !full {
                 return;
