@@ -135,3 +135,27 @@ fn when_the_owner_goes_its_tenant_takes_the_port_over() {
         ErrorKind::AddrInUse
     );
 }
+
+/// An owner that sends its tenant packets and goes at once (udaddy's
+/// server sends its last replies and exits): the packets are in the
+/// tenant's socket when it finds the owner gone, and it hands them up
+/// before it replaces that socket with the port it takes over. Found out
+/// on a claim (the tenant's next question finds no owner) and on a receive.
+#[test]
+fn an_owners_last_packets_reach_its_tenant_when_it_goes() {
+    let net = TestNet::new();
+    let ip = IpAddr::V4(net.ip(5));
+    for found_on_claim in [true, false] {
+        let (mut owner, mut tenant) = owner_and_tenant(&net, 5, 0x55);
+        let packets: Vec<Vec<u8>> = (0..3).map(|psn| roce_packet(0x55, psn, &[3; 24])).collect();
+        assert_eq!(owner.send(&tx(ip, &packets)).unwrap(), 3);
+        drop(owner);
+        if found_on_claim {
+            // Bounded inside: the take-over waits at most 3 s for the port.
+            tenant.claim(SteerKey::Qpn(0x56)).unwrap();
+        }
+        let got = take(&mut tenant, 3);
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [0x55; 3], "found on a claim: {found_on_claim}");
+        drop(tenant);
+    }
+}

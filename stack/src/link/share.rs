@@ -19,7 +19,9 @@
 //! another process holds is refused, so two processes never own one QPN or
 //! listen on one port. The owner counts as a claimant too. A tenant whose
 //! owner exits takes the port over or joins whoever did
-//! ([`super::udp::UdpLink`]), and claims again what it holds.
+//! ([`super::udp::UdpLink`]), and claims again what it holds; what the
+//! owner forwarded before it went (the last answers of a program that
+//! exits at once) is taken from the old socket first.
 //!
 //! Only processes of one user share: each end checks the other's
 //! credentials (`SO_PEERCRED`).

@@ -126,6 +126,9 @@ pub struct UdpLink {
     tenant_wait: Option<Epoll>,
     /// Receives since a tenant last looked whether its owner is still there.
     recvs_since_look: u32,
+    /// What a tenant's old socket held when its owner left (the owner's
+    /// last forwarded packets), handed over by the next receive.
+    left_over: RxBatch,
     /// Socket receives in a row that found nothing, and receives since the
     /// socket was last read (the same-host path reads it less often).
     udp_idle: u32,
@@ -234,6 +237,7 @@ impl UdpLink {
             share,
             tenant_wait,
             recvs_since_look: 0,
+            left_over: RxBatch::new(),
             udp_idle: 0,
             udp_skipped: 0,
             ifindex,
@@ -612,6 +616,9 @@ impl Link for UdpLink {
     }
 
     fn recv(&mut self, timeout: Duration, batch: &mut RxBatch) -> io::Result<usize> {
+        if !self.left_over.is_empty() {
+            return Ok(self.hand_over_left_over(batch));
+        }
         // Without a wait, recvmmsg (MSG_DONTWAIT) is the readiness check: one
         // system call where a poll and then a receive would take two.
         if !timeout.is_zero() && !self.wait_for_datagrams(timeout)? {
@@ -625,7 +632,7 @@ impl Link for UdpLink {
         self.udp_idle = if got == 0 { self.udp_idle.saturating_add(1) } else { 0 };
         kept += udp_kept;
         self.rx_sizer.saw(got);
-        self.serve_sharing(got);
+        kept += self.serve_sharing(got, batch);
         // Multicast groups: one more system call a receive, only while there are any.
         if !self.groups.is_empty() && self.aux_wait.wait(Duration::ZERO)? {
             for i in 0..self.groups.len() {
@@ -836,26 +843,28 @@ impl UdpLink {
 
     /// A tenant looks whether its owner left (an owner's tenants are served
     /// by a thread of its own). Every few receives, so that the hot path
-    /// pays one `epoll_wait` in 64 at most.
-    fn serve_sharing(&mut self, received: usize) {
+    /// pays one `epoll_wait` in 64 at most. A tenant that takes over puts
+    /// what its owner forwarded last into `batch`: how many datagrams.
+    fn serve_sharing(&mut self, received: usize, batch: &mut RxBatch) -> usize {
         if !matches!(self.share, Share::Tenant(_)) {
-            return;
+            return 0;
         }
         self.recvs_since_look += 1;
         let due = (received == 0 && self.recvs_since_look >= Self::SERVE_WHEN_IDLE)
             || self.recvs_since_look >= Self::SERVE_AT_LEAST;
         if !due {
-            return;
+            return 0;
         }
         self.recvs_since_look = 0;
         if !self.aux_wait.wait(Duration::ZERO).unwrap_or(true) {
-            return;
+            return 0;
         }
-        if let Share::Tenant(t) = &mut self.share {
-            if t.owner_gone() {
-                self.take_over();
-            }
+        let Share::Tenant(t) = &mut self.share else { return 0 };
+        if !t.owner_gone() {
+            return 0;
         }
+        self.take_over();
+        self.hand_over_left_over(batch)
     }
 
     fn claim_once(&mut self, key: SteerKey) -> io::Result<()> {
@@ -932,6 +941,10 @@ impl UdpLink {
     /// held. A tenant that finds neither stays alone, and receives nothing
     /// more (its QPs time out, as on a network that failed).
     fn take_over(&mut self) {
+        if !matches!(self.share, Share::Tenant(_)) {
+            return;
+        }
+        self.keep_what_was_forwarded();
         let Share::Tenant(old) = std::mem::replace(&mut self.share, Share::Alone) else { return };
         self.aux_wait.remove(old.fd());
         let claims: Vec<SteerKey> = old.claims().collect();
@@ -953,6 +966,33 @@ impl UdpLink {
         for k in claims {
             let _ = self.claim_once(k);
         }
+    }
+}
+
+impl UdpLink {
+    /// Reads, while it is still a tenant's, what its socket holds into
+    /// `left_over`: the owner forwarded it before it left (an owner that
+    /// exits right after answering, as udaddy's server does its last
+    /// replies, closes its end of the control connection after its sends
+    /// are queued here), and the socket is about to be replaced. Bounded:
+    /// a few batches, what the socket's queue held.
+    fn keep_what_was_forwarded(&mut self) {
+        let mut kept = std::mem::take(&mut self.left_over);
+        for _ in 0..16 {
+            match self.recv_from(self.sock.fd(), &mut kept, MAX_BATCH) {
+                Ok((_, got)) if got > 0 => {}
+                _ => break,
+            }
+        }
+        self.left_over = kept;
+    }
+
+    /// Moves `left_over` into `batch`: how many datagrams.
+    fn hand_over_left_over(&mut self, batch: &mut RxBatch) -> usize {
+        self.left_over.iter().for_each(|d| batch.push(&d));
+        let n = self.left_over.len();
+        self.left_over.clear();
+        n
     }
 }
 
