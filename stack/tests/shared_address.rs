@@ -159,3 +159,45 @@ fn an_owners_last_packets_reach_its_tenant_when_it_goes() {
         drop(tenant);
     }
 }
+
+/// Links opened on one address at the same moment, as two programs started
+/// together (pyverbs' rdmacm tests fork both ends at once): every open
+/// succeeds, one as the owner and the others as its tenants. (The owner
+/// once bound the port before it took its name, and an open that came in
+/// between took the port for another program's.)
+#[test]
+fn links_opened_together_on_one_address_all_open() {
+    let net = TestNet::new();
+    let spec: DeviceSpec = net.udp(6).parse().unwrap();
+    for round in 0..200 {
+        let start = std::sync::Barrier::new(3);
+        let opened: Vec<Result<UdpLink, String>> = std::thread::scope(|s| {
+            let open = || {
+                start.wait();
+                UdpLink::open(&spec).map_err(|e| e.to_string())
+            };
+            let handles: Vec<_> = (0..3).map(|_| s.spawn(open)).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for r in &opened {
+            assert!(r.is_ok(), "round {round}: {:?}", r.as_ref().err());
+        }
+    }
+}
+
+/// Port 4791 bound by a program that is not uroce (no owner's name): the
+/// open fails, naming the port, and leaves the name free.
+#[test]
+fn a_port_another_program_holds_is_in_use() {
+    let net = TestNet::new();
+    let ip = IpAddr::V4(net.ip(7));
+    let other = std::net::UdpSocket::bind((ip, 4791)).unwrap();
+    let spec: DeviceSpec = net.udp(7).parse().unwrap();
+    let err = UdpLink::open(&spec).err().expect("the port is another program's");
+    assert!(err.to_string().contains("4791"), "{err}");
+    drop(other);
+    // With the port free, the name was not kept: the next open owns both.
+    let _owner = udp_on(&net, 7);
+    let mut tenant = udp_on(&net, 7);
+    tenant.claim(SteerKey::Qpn(0x77)).unwrap();
+}

@@ -1,9 +1,10 @@
 //! One udp address shared by several processes, as two programs share the
 //! kernel's `rxe0` (a server and a client both given the host's IP).
 //!
-//! The first process to open `udp:IP` binds `IP:4791` and becomes the
-//! address's **owner**; it also listens on the abstract Unix socket
-//! `uroce/udp/IP`. A later process finds the port taken, binds `IP` on a
+//! The first process to open `udp:IP` listens on the abstract Unix socket
+//! `uroce/udp/IP`, then binds `IP:4791`, and is the address's **owner**
+//! (the name first: a process that holds it answers joiners even before
+//! its port is bound). A later process finds the name taken, binds `IP` on a
 //! port of its own (which it sends from: the ICRC covers the port, and
 //! receivers take any source port) and joins as a **tenant** through that
 //! Unix socket. Peers always send to port 4791, so every packet reaches the
@@ -95,10 +96,9 @@ fn decode(m: &[u8]) -> (u8, Option<SteerKey>, u64) {
 
 /// A udp link's part in sharing its address.
 pub(crate) enum Share {
-    /// Shares with nobody: the link holds the port but another process
-    /// holds the owner's name (another network namespace's owner, or one
-    /// that squats on it), or a tenant found no owner to join after its own
-    /// left.
+    /// Shares with nobody: the link holds the port but another user's
+    /// process holds the owner's name, or a tenant found no owner to join
+    /// after its own left.
     Alone,
     Owner(Owner),
     Tenant(Tenant),

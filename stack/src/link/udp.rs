@@ -1011,9 +1011,18 @@ enum Sharing {
 /// The socket of a new link on `ip` (`scope`: the interface of a
 /// link-local one, by name and index), the port it sends from, and its part
 /// in sharing the address: `ip:4791` bound, or (as `sharing` allows) the
-/// owner of it joined. An owner that is closing (it holds the port, but its
-/// answer does not come) is waited out: bounded, 50 tries 20 ms apart
-/// within 3 s.
+/// owner of it joined.
+///
+/// The owner's name comes first, then the port: whoever holds the name is
+/// the address's owner, or is about to bind its port, and answers a joiner
+/// either way. (Port first left a window: two programs started together,
+/// one had the port and not yet its name, and the other took the port for
+/// another program's and failed; 1 run in 20 of pyverbs' rdmacm module
+/// under load.) A port held by someone without the name is another
+/// program's, an error at once, unless a tenant takes over from an owner
+/// that is closing (its name went first): then it waits. An owner that is
+/// closing (it holds the name, but its answer does not come) is waited out.
+/// Bounded: 50 tries 20 ms apart within 3 s.
 fn bind_or_join(
     ip: IpAddr,
     scope: (Option<&str>, u32),
@@ -1022,48 +1031,46 @@ fn bind_or_join(
     aux: &Epoll,
 ) -> Result<(UdpSocket, u16, Share), LinkError> {
     let name = owner_name(ip, scope.1);
-    let mut last = None;
+    let in_use = || LinkError::AddressInUse(SocketAddr::new(ip, ROCEV2_UDP_PORT));
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let mut last = None;
     for _ in 0..50 {
         if std::time::Instant::now() > deadline {
             break;
         }
-        match bind_when_ready(ip, scope.0, scope.1, offload) {
-            Ok(sock) => return Ok((sock, ROCEV2_UDP_PORT, listen_as_owner(&name))),
-            Err(LinkError::AddressInUse(at)) if sharing != Sharing::Never => {
-                match join_owner(ip, scope.1, offload, aux) {
-                    Joined::Yes(sock, port, tenant) => return Ok((sock, port, tenant)),
-                    // Another program's port, or another user's uroce.
-                    Joined::NoOwner if sharing == Sharing::Open => return Err(LinkError::AddressInUse(at)),
-                    Joined::NoOwner | Joined::OwnerClosing => last = Some(LinkError::AddressInUse(at)),
-                }
+        if let Some(owner) = Owner::listen(&name) {
+            match bind_when_ready(ip, scope.0, scope.1, offload) {
+                Ok(sock) => return Ok((sock, ROCEV2_UDP_PORT, Share::Owner(owner))),
+                Err(e @ LinkError::AddressInUse(_)) if sharing == Sharing::AfterOwnerLeft => last = Some(e),
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
+        } else if sharing == Sharing::Never {
+            return Err(in_use());
+        } else {
+            match join_owner(ip, scope.1, offload, aux) {
+                Joined::Yes(sock, port, tenant) => return Ok((sock, port, tenant)),
+                // Another user's process holds the name: the port, if free, unshared.
+                Joined::Foreign => match bind_when_ready(ip, scope.0, scope.1, offload) {
+                    Ok(sock) => return Ok((sock, ROCEV2_UDP_PORT, Share::Alone)),
+                    Err(e @ LinkError::AddressInUse(_)) => last = Some(e),
+                    Err(e) => return Err(e),
+                },
+                // The name's owner closed its listener since: try again.
+                Joined::NoOwner | Joined::OwnerClosing => last = Some(in_use()),
+            }
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     Err(last.unwrap_or(LinkError::Spec { spec: format!("udp:{ip}"), why: "the address's owner did not answer".into() }))
 }
 
-/// Listens for tenants under `name`, waiting (bounded, 50 tries 20 ms
-/// apart) while the name lingers: an owner that just closed lets go of its
-/// port before its name. Alone if the name stays held (another network
-/// namespace's owner, or a process that squats on it).
-fn listen_as_owner(name: &str) -> Share {
-    for _ in 0..50 {
-        if let Some(owner) = Owner::listen(name) {
-            return Share::Owner(owner);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Share::Alone
-}
-
 /// How joining the owner of an address went.
 enum Joined {
     Yes(UdpSocket, u16, Share),
-    /// Nobody of this user listens under the owner's name.
+    /// Nobody listens under the owner's name (any more).
     NoOwner,
+    /// Another user's process holds the name.
+    Foreign,
     /// The owner took the connection but did not answer: it is closing.
     OwnerClosing,
 }
@@ -1075,9 +1082,8 @@ fn join_owner(ip: IpAddr, scope_id: u32, offload: UdpOffload, aux: &Epoll) -> Jo
     match Tenant::join(&owner_name(ip, scope_id), port) {
         Ok(tenant) if aux.add(tenant.fd()).is_ok() => Joined::Yes(sock, port, Share::Tenant(tenant)),
         Ok(_) => Joined::NoOwner,
-        Err(e) if matches!(e.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::PermissionDenied) => {
-            Joined::NoOwner
-        }
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Joined::Foreign,
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Joined::NoOwner,
         Err(_) => Joined::OwnerClosing,
     }
 }
