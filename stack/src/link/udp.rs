@@ -1019,8 +1019,9 @@ enum Sharing {
 /// one had the port and not yet its name, and the other took the port for
 /// another program's and failed; 1 run in 20 of pyverbs' rdmacm module
 /// under load.) A port held by someone without the name is another
-/// program's, an error at once, unless a tenant takes over from an owner
-/// that is closing (its name went first): then it waits. An owner that is
+/// program's, an error at once (as are a name and a port another user's
+/// process holds), unless a tenant takes over from an owner that is
+/// closing (its name went first): then it waits. An owner that is
 /// closing (it holds the name, but its answer does not come) is waited out.
 /// Bounded: 50 tries 20 ms apart within 3 s.
 fn bind_or_join(
@@ -1052,7 +1053,7 @@ fn bind_or_join(
                 // Another user's process holds the name: the port, if free, unshared.
                 Joined::Foreign => match bind_when_ready(ip, scope.0, scope.1, offload) {
                     Ok(sock) => return Ok((sock, ROCEV2_UDP_PORT, Share::Alone)),
-                    Err(e @ LinkError::AddressInUse(_)) => last = Some(e),
+                    Err(e @ LinkError::AddressInUse(_)) if sharing == Sharing::AfterOwnerLeft => last = Some(e),
                     Err(e) => return Err(e),
                 },
                 // The name's owner closed its listener since: try again.
