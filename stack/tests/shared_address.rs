@@ -10,7 +10,7 @@ use std::io::ErrorKind;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 use uroce_stack::link::udp::UdpLink;
-use uroce_stack::link::{DeviceSpec, Integrity, Link, SteerKey};
+use uroce_stack::link::{DeviceSpec, Integrity, Link, SteerKey, TxDatagram};
 use uroce_stack::testnet::TestNet;
 
 fn udp_on(net: &TestNet, host: u8) -> UdpLink {
@@ -200,4 +200,32 @@ fn a_port_another_program_holds_is_in_use() {
     let _owner = udp_on(&net, 7);
     let mut tenant = udp_on(&net, 7);
     tenant.claim(SteerKey::Qpn(0x77)).unwrap();
+}
+
+/// An owner's batch that mixes packets for its tenant's QP (on its own
+/// address) with packets for a peer elsewhere: each end gets its own, in
+/// the order sent.
+#[test]
+fn an_owners_mixed_batch_reaches_its_tenant_and_its_peer_in_order() {
+    let net = TestNet::new();
+    let (mut owner, mut tenant) = owner_and_tenant(&net, 8, 0x88);
+    let mut peer = udp_on(&net, 9);
+    let (own, other) = (IpAddr::V4(net.ip(8)), IpAddr::V4(net.ip(9)));
+    let packets: Vec<Vec<u8>> =
+        (0..8).map(|psn| roce_packet(if psn % 3 == 0 { 0x88 } else { 0x99 }, psn, &[1; 16])).collect();
+    let batch: Vec<TxDatagram<'_>> = packets
+        .iter()
+        .map(|p| TxDatagram { peer: if qpn_of(p) == 0x88 { own } else { other }, src_port: 0xc001, roce: p })
+        .collect();
+    assert_eq!(owner.send(&batch).unwrap(), 8);
+    let psns = |link: &mut UdpLink, n: usize| {
+        let mut got = Vec::new();
+        let start = Instant::now();
+        while got.len() < n && start.elapsed() < Duration::from_secs(10) {
+            recv_each(link, Duration::from_millis(10), |d| got.push(psn_of(d.roce))).unwrap();
+        }
+        got
+    };
+    assert_eq!(psns(&mut tenant, 3), [0, 3, 6]);
+    assert_eq!(psns(&mut peer, 5), [1, 2, 4, 5, 7]);
 }

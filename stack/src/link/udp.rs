@@ -593,26 +593,14 @@ impl Link for UdpLink {
                 t.note_sent(d.roce);
             }
         }
-        // An owner's packets to a tenant go to it at once, not round through
-        // the owner's own socket (where they would be lost if it closed).
-        let tenant_ports: Vec<Option<(u16, u64)>> = match self.share.owner_with_tenants() {
-            Some(owner) => {
-                batch.iter().map(|d| owner.route(d.roce).filter(|_| wire_addr(d.peer) == self.local)).collect()
-            }
-            None => Vec::new(),
-        };
-        if tenant_ports.iter().any(Option::is_some) {
-            let mut mine = Vec::with_capacity(batch.len());
-            let mut handed = 0;
-            for (d, port) in batch.iter().zip(tenant_ports) {
-                match port {
-                    Some(to) => handed += usize::from(self.hand_to_tenant(to, d.roce)),
-                    None => mine.push(*d),
-                }
-            }
-            return Ok(handed + self.send_out(&mine)?);
+        if self.share.owner_with_tenants().is_none() {
+            return self.send_out(batch);
         }
-        self.send_out(batch)
+        let mut sent = 0;
+        for chunk in batch.chunks(MAX_BATCH) {
+            sent += self.send_with_tenants(chunk)?;
+        }
+        Ok(sent)
     }
 
     fn recv(&mut self, timeout: Duration, batch: &mut RxBatch) -> io::Result<usize> {
@@ -873,6 +861,33 @@ impl UdpLink {
             Share::Owner(o) => o.claim(key),
             Share::Tenant(t) => t.claim(key),
         }
+    }
+
+    /// An owner's send while it has tenants: its packets to a tenant go to
+    /// it at once, not round through the owner's own socket (where they
+    /// would be lost if it closed); the others leave in runs between them,
+    /// so every peer's packets keep their order. Nothing is allocated: at
+    /// most [`MAX_BATCH`] packets.
+    fn send_with_tenants(&mut self, chunk: &[TxDatagram<'_>]) -> io::Result<usize> {
+        let mut tenant = [None; MAX_BATCH];
+        if let Some(owner) = self.share.owner_with_tenants() {
+            for (t, d) in tenant.iter_mut().zip(chunk) {
+                *t = owner.route(d.roce).filter(|_| wire_addr(d.peer) == self.local);
+            }
+        }
+        let (mut sent, mut from) = (0, 0);
+        for (i, d) in chunk.iter().enumerate() {
+            let Some(to) = tenant[i] else { continue };
+            if from < i {
+                sent += self.send_out(&chunk[from..i])?;
+            }
+            sent += usize::from(self.hand_to_tenant(to, d.roce));
+            from = i + 1;
+        }
+        if from < chunk.len() {
+            sent += self.send_out(&chunk[from..])?;
+        }
+        Ok(sent)
     }
 
     /// Hands a packet this owner sends to its own address to the tenant on
