@@ -10,7 +10,7 @@ use std::io::ErrorKind;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 use uroce_stack::link::udp::UdpLink;
-use uroce_stack::link::{DeviceSpec, Integrity, Link, SteerKey, TxDatagram};
+use uroce_stack::link::{DeviceSpec, Integrity, Link, RxDatagram, SteerKey, TxDatagram};
 use uroce_stack::testnet::TestNet;
 
 fn udp_on(net: &TestNet, host: u8) -> UdpLink {
@@ -49,11 +49,15 @@ fn take_for(link: &mut UdpLink, wait: Duration) -> Vec<(u32, IpAddr, u16, Integr
 
 /// Receives on `link` until `n` datagrams came or `wait` passed.
 fn take_until(link: &mut UdpLink, n: usize, wait: Duration) -> Vec<(u32, IpAddr, u16, Integrity)> {
+    collect_until(link, n, wait, |d| (qpn_of(d.roce), d.peer, d.src_port, d.integrity))
+}
+
+/// What `what` makes of each datagram `link` receives, until `n` came or `wait` passed.
+fn collect_until<T>(link: &mut UdpLink, n: usize, wait: Duration, what: impl Fn(&RxDatagram<'_>) -> T) -> Vec<T> {
     let mut got = Vec::new();
     let start = Instant::now();
     while got.len() < n && start.elapsed() < wait {
-        recv_each(link, Duration::from_millis(10), |d| got.push((qpn_of(d.roce), d.peer, d.src_port, d.integrity)))
-            .unwrap();
+        recv_each(link, Duration::from_millis(10), |d| got.push(what(d))).unwrap();
     }
     got
 }
@@ -218,14 +222,7 @@ fn an_owners_mixed_batch_reaches_its_tenant_and_its_peer_in_order() {
         .map(|p| TxDatagram { peer: if qpn_of(p) == 0x88 { own } else { other }, src_port: 0xc001, roce: p })
         .collect();
     assert_eq!(owner.send(&batch).unwrap(), 8);
-    let psns = |link: &mut UdpLink, n: usize| {
-        let mut got = Vec::new();
-        let start = Instant::now();
-        while got.len() < n && start.elapsed() < Duration::from_secs(10) {
-            recv_each(link, Duration::from_millis(10), |d| got.push(psn_of(d.roce))).unwrap();
-        }
-        got
-    };
+    let psns = |link: &mut UdpLink, n: usize| collect_until(link, n, Duration::from_secs(10), |d| psn_of(d.roce));
     assert_eq!(psns(&mut tenant, 3), [0, 3, 6]);
     assert_eq!(psns(&mut peer, 5), [1, 2, 4, 5, 7]);
 }

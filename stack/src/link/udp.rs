@@ -871,9 +871,8 @@ impl UdpLink {
     fn send_with_tenants(&mut self, chunk: &[TxDatagram<'_>]) -> io::Result<usize> {
         let mut tenant = [None; MAX_BATCH];
         if let Some(owner) = self.share.owner_with_tenants() {
-            for (t, d) in tenant.iter_mut().zip(chunk) {
-                *t = owner.route(d.roce).filter(|_| wire_addr(d.peer) == self.local);
-            }
+            let to_self = chunk.iter().map(|d| Some(d.roce).filter(|_| wire_addr(d.peer) == self.local));
+            owner.route_each(to_self, &mut tenant);
         }
         let (mut sent, mut from) = (0, 0);
         for (i, d) in chunk.iter().enumerate() {
@@ -1050,32 +1049,40 @@ fn bind_or_join(
     let in_use = || LinkError::AddressInUse(SocketAddr::new(ip, ROCEV2_UDP_PORT));
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
     let mut last = None;
-    for _ in 0..50 {
+    // The name, once taken, is kept while a closing owner's port lingers.
+    let mut named = None;
+    for attempt in 0..50 {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         if std::time::Instant::now() > deadline {
             break;
         }
-        if let Some(owner) = Owner::listen(&name) {
-            match bind_when_ready(ip, scope.0, scope.1, offload) {
-                Ok(sock) => return Ok((sock, ROCEV2_UDP_PORT, Share::Owner(owner))),
-                Err(e @ LinkError::AddressInUse(_)) if sharing == Sharing::AfterOwnerLeft => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        } else if sharing == Sharing::Never {
-            return Err(in_use());
-        } else {
-            match join_owner(ip, scope.1, offload, aux) {
+        named = named.or_else(|| Owner::listen(&name));
+        let share = match named.take() {
+            Some(owner) => Share::Owner(owner),
+            None if sharing == Sharing::Never => return Err(in_use()),
+            None => match join_owner(ip, scope.1, offload, aux) {
                 Joined::Yes(sock, port, tenant) => return Ok((sock, port, tenant)),
                 // Another user's process holds the name: the port, if free, unshared.
-                Joined::Foreign => match bind_when_ready(ip, scope.0, scope.1, offload) {
-                    Ok(sock) => return Ok((sock, ROCEV2_UDP_PORT, Share::Alone)),
-                    Err(e @ LinkError::AddressInUse(_)) if sharing == Sharing::AfterOwnerLeft => last = Some(e),
-                    Err(e) => return Err(e),
-                },
+                Joined::Foreign => Share::Alone,
                 // The name's owner closed its listener since: try again.
-                Joined::NoOwner | Joined::OwnerClosing => last = Some(in_use()),
+                Joined::NoOwner | Joined::OwnerClosing => {
+                    last = Some(in_use());
+                    continue;
+                }
+            },
+        };
+        match bind_when_ready(ip, scope.0, scope.1, offload) {
+            Ok(sock) => return Ok((sock, ROCEV2_UDP_PORT, share)),
+            Err(e @ LinkError::AddressInUse(_)) if sharing == Sharing::AfterOwnerLeft => {
+                last = Some(e);
+                if let Share::Owner(owner) = share {
+                    named = Some(owner);
+                }
             }
+            Err(e) => return Err(e),
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
     Err(last.unwrap_or(LinkError::Spec { spec: format!("udp:{ip}"), why: "the address's owner did not answer".into() }))
 }
