@@ -65,13 +65,22 @@ impl Lab {
         lab
     }
 
-    /// The kernel's link-local address of `dev` in namespace `i`.
+    /// The kernel's link-local address of `dev` in namespace `i`. The kernel
+    /// adds it some time after the device is up and has a carrier (a bridge
+    /// gets one when a port forwards): wait for it, up to 10 s.
     fn link_local(&self, i: usize, dev: &str) -> String {
-        let out =
-            Command::new("ip").args(["-n", &self.ns[i], "-6", "addr", "show", "dev", dev, "scope", "link"]).output();
-        let text = String::from_utf8_lossy(&out.unwrap().stdout).to_string();
-        let addr = text.split_whitespace().skip_while(|w| *w != "inet6").nth(1).expect("a link-local address");
-        addr.split('/').next().unwrap().to_string()
+        for _ in 0..200 {
+            let out = Command::new("ip")
+                .args(["-n", &self.ns[i], "-6", "addr", "show", "dev", dev, "scope", "link"])
+                .output()
+                .expect("ip");
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            if let Some(addr) = text.split_whitespace().skip_while(|w| *w != "inet6").nth(1) {
+                return addr.split('/').next().unwrap().to_string();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("{dev} in {} has no link-local address after 10 s", self.ns[i]);
     }
 
     /// `uroce ARGS` in namespace `i`.

@@ -18,10 +18,12 @@ pub enum Progress {
     /// posts work, or a timer is due. Low CPU, low latency; the default.
     #[default]
     Blocking,
-    /// A background thread that never sleeps: lowest latency, one core.
-    /// While an application thread polls (a CQ, or [`Context::try_progress`])
-    /// and so moves the packets itself, the thread dozes instead of spinning
-    /// beside it.
+    /// A background thread that spins: lowest latency, one core while
+    /// packets flow. While an application thread polls (a CQ, or
+    /// [`Context::try_progress`]) and so moves the packets itself, the thread
+    /// dozes instead of spinning beside it; after 64 empty rounds with no
+    /// application thread polling it sleeps on the link, as a blocking one
+    /// does, until the next packet, post or timer.
     BusyPoll,
     /// No thread: the application calls [`Context::progress`] (tests, benchmarks).
     Manual,

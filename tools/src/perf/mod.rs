@@ -46,7 +46,7 @@ pub struct PerfArgs {
     #[command(flatten)]
     pub loopback: LoopbackArgs,
     /// How uroce moves packets: manual (the test's own thread, as perftest polls a NIC; the default),
-    /// busy-poll (a progress thread that never sleeps) or blocking (a progress thread that sleeps on
+    /// busy-poll (a progress thread that spins while packets flow) or blocking (a progress thread that sleeps on
     /// the link; the default with -e)
     #[arg(long, value_enum, value_name = "MODE")]
     pub progress: Option<ProgressMode>,

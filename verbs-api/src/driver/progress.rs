@@ -17,8 +17,9 @@ const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// Receive batches a round takes in before it runs timers (a bound, so a
 /// flood cannot starve transmission). The lock is let go between batches.
 const MAX_DRAIN_BATCHES: usize = 64;
-/// Empty rounds a busy-polling thread spins through before it starts yielding
-/// its core on each empty round.
+/// Empty rounds in a row a busy-polling thread spins through, with no
+/// application thread polling, before it sleeps on the link as a blocking
+/// one does, until a packet, a post or a timer.
 const BUSY_SPIN_ROUNDS: u32 = 64;
 /// A busy-poll progress thread dozes while an application thread helped
 /// this recently.
@@ -171,13 +172,18 @@ impl Driver {
                 // responder answers from its progress thread, twice as slow.)
                 self.doze(BUSY_DOZE);
             } else if busy {
-                // Spin, but after a few empty rounds offer the core to whoever
-                // waits for it (the application thread that polls the CQ):
-                // with more runnable threads than cores, a thread that never
-                // yields holds its core until the scheduler tick.
+                // Spin, but not for long when nothing comes: the application
+                // may be spinning on memory (perftest's write_lat waits so
+                // for the peer's WRITE). With more spinning threads than
+                // cores a thread that spun ran on after a wake-up, not at
+                // once, until the scheduler's tick (4 ms here): once a
+                // ping-pong fell into that it stayed, at 2 or 4 ms a half
+                // trip (one run in three of ib_write_lat over the drop-in,
+                // when this thread yielded its core instead of sleeping).
+                // A thread that slept is woken by the packet and runs at once.
                 idle_rounds = idle_rounds.saturating_add(1);
                 if idle_rounds >= BUSY_SPIN_ROUNDS {
-                    std::thread::yield_now();
+                    self.sleep(self.before_sleep());
                 } else {
                     std::hint::spin_loop();
                 }
