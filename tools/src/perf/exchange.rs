@@ -45,6 +45,9 @@ pub struct BwReport {
 /// What a read runs while it waits for the peer's bytes.
 pub type Idle = Box<dyn FnMut() + Send>;
 
+/// Rounds an end waiting on the TCP exchange runs between two reads of it.
+const IDLES_PER_READ: usize = 16;
+
 /// An exchange carried by messages instead of a byte stream: `-R`/`-z`'s
 /// SENDs on an rdma_cm connection. `idle` runs while a call waits.
 pub trait MessageWire: Send {
@@ -196,6 +199,8 @@ impl Comm {
         }
     }
 
+    /// Reads `buf` whole, idling between looks at the socket: a server
+    /// waiting for the client's report moves the test's packets meanwhile.
     fn read_idling(&mut self, buf: &mut [u8], idle: &mut Idle) -> std::io::Result<()> {
         self.stream()?.set_nonblocking(true)?;
         let mut filled = 0;
@@ -206,7 +211,9 @@ impl Comm {
             match self.stream()?.read(&mut buf[filled..]) {
                 Ok(0) => break Err(ErrorKind::UnexpectedEof.into()),
                 Ok(k) => filled += k,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => idle(),
+                // Several rounds to a look: a `recv` after every round was a
+                // system call per round on the responder of a stream.
+                Err(e) if e.kind() == ErrorKind::WouldBlock => (0..IDLES_PER_READ).for_each(|_| idle()),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => break Err(e),
             }
