@@ -121,6 +121,22 @@ fn a_peer_that_goes_away_is_sent_to_by_udp_again() {
     assert_eq!((after.tx_same_host, after.tx_packets), (before.tx_same_host, before.tx_packets + 1), "by UDP");
 }
 
+/// `udp:IP,shm=0` turns the path off for one device, whatever `UROCE_SHM`
+/// says (tests in one process cannot each set the environment).
+#[test]
+fn a_device_given_shm_0_sends_and_takes_everything_by_udp() {
+    let net = TestNet::new();
+    let mut a = link_on(&net, 1, true);
+    let spec: DeviceSpec = format!("{},shm=0", net.udp(2)).parse().unwrap();
+    let mut c = UdpLink::open_with(&spec, UdpOffload::auto(IpAddr::V4(net.ip(2)))).unwrap();
+    let c_ip = IpAddr::V4(net.ip(2));
+    for psn in 0..3 {
+        a.send(&tx(c_ip, &[roce_packet(0x11, psn, &[1; 8])])).unwrap();
+        assert_eq!(exchange(&mut a, &mut c, |g| !g.is_empty()).len(), 1);
+    }
+    assert_eq!((a.stats().tx_same_host, a.same_host_peers(), c.same_host_peers(), c.stats().rx_packets), (0, 0, 0, 3));
+}
+
 #[test]
 fn a_peer_without_the_same_host_path_gets_udp() {
     let net = TestNet::new();

@@ -27,12 +27,15 @@ pub struct PairSpec {
     pub cq_depth: usize,
     /// Both QPs' send and receive queue depths, if not the default's.
     pub max_wr: Option<u32>,
+    /// Both devices' `shm=` (the same-host path on or off); `None`: as
+    /// `UROCE_SHM` says (on unless it is `0`).
+    pub same_host: Option<bool>,
 }
 
 impl PairSpec {
     /// A pair with small queues, in progress mode `progress`.
     pub fn new(seed: u64, progress: Progress) -> PairSpec {
-        PairSpec { seed, progress, impair_a: None, cq_depth: 16, max_wr: None }
+        PairSpec { seed, progress, impair_a: None, cq_depth: 16, max_wr: None, same_host: None }
     }
 }
 
@@ -66,8 +69,12 @@ impl RcPair {
         let net = TestNet::new();
         let opts = OpenOptions { progress: spec.progress, seed: Some(spec.seed), ..OpenOptions::default() };
         let opts_a = OpenOptions { impair: spec.impair_a, ..opts.clone() };
-        let ctx_a = Device::open_with(&net.udp(1), &opts_a).expect("open side a");
-        let ctx_b = Device::open_with(&net.udp(2), &opts).expect("open side b");
+        let dev = |host| match spec.same_host {
+            Some(on) => format!("{},shm={}", net.udp(host), u8::from(on)),
+            None => net.udp(host),
+        };
+        let ctx_a = Device::open_with(&dev(1), &opts_a).expect("open side a");
+        let ctx_b = Device::open_with(&dev(2), &opts).expect("open side b");
         let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
         let cq_a = ctx_a.create_cq(spec.cq_depth, None).expect("side a's CQ");
         let cq_b = ctx_b.create_cq(spec.cq_depth, None).expect("side b's CQ");

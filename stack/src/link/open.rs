@@ -38,7 +38,8 @@ impl OpenedLink {
 pub fn open_default() -> Result<OpenedLink, LinkError> {
     let mut last = None;
     for host in 1..=254u8 {
-        let spec = DeviceSpec::Udp { ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, host)), scope: None, path_mtu: None };
+        let spec =
+            DeviceSpec::Udp { ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, host)), scope: None, path_mtu: None, shm: None };
         match UdpLink::open_unshared(&spec) {
             Ok(l) => return Ok(OpenedLink::new(l, UdpLink::info)),
             Err(e @ LinkError::AddressInUse(_)) => last = Some(e),

@@ -1,5 +1,6 @@
-//! Device specs: `udp:IP`, `packet:IFACE[,ip=IP][,mac=MAC]`, `tap:NAME,ip=IP/LEN`,
-//! each with an optional `,mtu=N` overriding the RoCE path MTU (256..4096).
+//! Device specs: `udp:IP[,shm=0|1]`, `packet:IFACE[,ip=IP][,mac=MAC]`,
+//! `tap:NAME,ip=IP/LEN`, each with an optional `,mtu=N` overriding the RoCE
+//! path MTU (256..4096).
 
 use super::LinkError;
 use core::fmt;
@@ -11,8 +12,10 @@ use uroce_transport::engine::Mtu;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceSpec {
     /// `udp:IP`: a kernel UDP socket on `IP:4791`; a link-local IPv6 address
-    /// with the interface it is on, `udp:[fe80::1%eth0]` (`scope`).
-    Udp { ip: IpAddr, scope: Option<String>, path_mtu: Option<Mtu> },
+    /// with the interface it is on, `udp:[fe80::1%eth0]` (`scope`). `shm=0`
+    /// sends every datagram by UDP, `shm=1` takes the same-host path to
+    /// peers on this host whatever `UROCE_SHM` says (`None`: it decides).
+    Udp { ip: IpAddr, scope: Option<String>, path_mtu: Option<Mtu>, shm: Option<bool> },
     /// `packet:IFACE[,ip=IP][,mac=MAC]`: AF_PACKET on an existing interface;
     /// without `ip=`/`mac=`, the interface's own address and MAC.
     Packet {
@@ -65,7 +68,7 @@ impl FromStr for DeviceSpec {
         if first.is_empty() {
             return Err(bad(format!("{kind}: needs {}", if kind == "udp" { "an IP address" } else { "a name" })));
         }
-        let (mut ipv4, mut ipv6, mut mac, mut path_mtu) = (None, None, None, None);
+        let (mut ipv4, mut ipv6, mut mac, mut path_mtu, mut shm) = (None, None, None, None, None);
         for opt in parts {
             let (k, v) = opt.split_once('=').ok_or_else(|| bad(format!("option {opt:?} is not key=value")))?;
             match (kind, k) {
@@ -98,6 +101,13 @@ impl FromStr for DeviceSpec {
                     }
                     mac = Some(m);
                 }
+                ("udp", "shm") => {
+                    shm = Some(match v {
+                        "0" => false,
+                        "1" => true,
+                        _ => return Err(bad(format!("shm={v}: give shm=0 (every datagram by UDP) or shm=1"))),
+                    });
+                }
                 (_, "mtu") => {
                     let n: usize = v.parse().map_err(|_| bad(format!("mtu {v:?} is not a number")))?;
                     path_mtu = Some(
@@ -127,7 +137,7 @@ impl FromStr for DeviceSpec {
                     }
                     _ => {}
                 }
-                Ok(DeviceSpec::Udp { ip, scope, path_mtu })
+                Ok(DeviceSpec::Udp { ip, scope, path_mtu, shm })
             }
             "packet" => Ok(DeviceSpec::Packet {
                 iface: first.to_string(),
@@ -150,9 +160,12 @@ impl FromStr for DeviceSpec {
 impl fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         let mtu = |m: &Option<Mtu>| m.map(|m| format!(",mtu={}", m.bytes())).unwrap_or_default();
+        let shm = |s: &Option<bool>| s.map(|s| format!(",shm={}", u8::from(s))).unwrap_or_default();
         match self {
-            DeviceSpec::Udp { ip, scope: Some(scope), path_mtu } => write!(f, "udp:[{ip}%{scope}]{}", mtu(path_mtu)),
-            DeviceSpec::Udp { ip, scope: None, path_mtu } => write!(f, "udp:{ip}{}", mtu(path_mtu)),
+            DeviceSpec::Udp { ip, scope: Some(scope), path_mtu, shm: s } => {
+                write!(f, "udp:[{ip}%{scope}]{}{}", mtu(path_mtu), shm(s))
+            }
+            DeviceSpec::Udp { ip, scope: None, path_mtu, shm: s } => write!(f, "udp:{ip}{}{}", mtu(path_mtu), shm(s)),
             DeviceSpec::Packet { iface, ipv4, ipv6, mac, path_mtu } => {
                 write!(f, "packet:{iface}")?;
                 if let Some(a) = ipv4 {
@@ -197,6 +210,8 @@ mod test {
             "udp:127.0.0.1",
             "udp:::1",
             "udp:198.18.0.1,mtu=1024",
+            "udp:198.18.0.1,shm=0",
+            "udp:198.18.0.1,mtu=2048,shm=1",
             "udp:[fe80::1%veth-b]",
             "udp:[fe80::1%eth0],mtu=1024",
             "packet:veth0",
@@ -230,6 +245,8 @@ mod test {
         assert!(err("packet:eth0,mac=02:00").contains("not a MAC"));
         assert!(err("udp:127.0.0.1,mtu=1500").contains("not an IB MTU"));
         assert!(err("udp:127.0.0.1,ip=1.2.3.4").contains("unknown option \"ip\""));
+        assert!(err("udp:127.0.0.1,shm=off").contains("give shm=0"), "{}", err("udp:127.0.0.1,shm=off"));
+        assert!(err("packet:eth0,shm=0").contains("unknown option \"shm\""));
         assert!(err("packet:eth0,ip=1.2.3.4,ip=1.2.3.5").contains("two ip="));
     }
 }

@@ -175,7 +175,7 @@ impl UdpLink {
     }
 
     fn open_as(spec: &DeviceSpec, offload: UdpOffload, sharing: Sharing) -> Result<UdpLink, LinkError> {
-        let DeviceSpec::Udp { ip, scope, path_mtu } = spec else {
+        let DeviceSpec::Udp { ip, scope, path_mtu, shm: spec_shm } = spec else {
             return Err(LinkError::Spec { spec: spec.to_string(), why: "not a udp link".into() });
         };
         let ip = wire_addr(*ip);
@@ -204,7 +204,7 @@ impl UdpLink {
         let offload = UdpOffload {
             gso: offload.gso && sock.supports_gso(),
             gro: offload.gro && !tenant && sock.enable_gro(),
-            shm: offload.shm && !tenant,
+            shm: spec_shm.unwrap_or(offload.shm) && !tenant,
         };
         let shm = if offload.shm { ShmPeers::listen(ip, scope_id, &aux_wait) } else { None };
         let (slot, nslots) = if offload.gro { (GRO_SLOT, GRO_BATCH) } else { (SLOT, MAX_BATCH) };
