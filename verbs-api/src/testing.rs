@@ -67,14 +67,29 @@ impl RcPair {
     /// any step fails.
     pub fn open(spec: &PairSpec) -> RcPair {
         let net = TestNet::new();
-        let opts = OpenOptions { progress: spec.progress, seed: Some(spec.seed), ..OpenOptions::default() };
-        let opts_a = OpenOptions { impair: spec.impair_a, ..opts.clone() };
         let dev = |host| match spec.same_host {
             Some(on) => format!("{},shm={}", net.udp(host), u8::from(on)),
             None => net.udp(host),
         };
-        let ctx_a = Device::open_with(&dev(1), &opts_a).expect("open side a");
-        let ctx_b = Device::open_with(&dev(2), &opts).expect("open side b");
+        let (dev_a, dev_b) = (dev(1), dev(2));
+        let open_a = |opts: &OpenOptions| Device::open_with(&dev_a, opts);
+        let open_b = |opts: &OpenOptions| Device::open_with(&dev_b, opts);
+        RcPair::open_on(spec, net, open_a, open_b)
+    }
+
+    /// The same on devices the caller opens with the options given (side
+    /// a's carry `spec.impair_a`): another kind of link, or one opened in
+    /// a network namespace. `net` is kept for the pair's lifetime.
+    pub fn open_on(
+        spec: &PairSpec,
+        net: TestNet,
+        open_a: impl FnOnce(&OpenOptions) -> Result<Context, crate::Error>,
+        open_b: impl FnOnce(&OpenOptions) -> Result<Context, crate::Error>,
+    ) -> RcPair {
+        let opts = OpenOptions { progress: spec.progress, seed: Some(spec.seed), ..OpenOptions::default() };
+        let opts_a = OpenOptions { impair: spec.impair_a, ..opts.clone() };
+        let ctx_a = open_a(&opts_a).expect("open side a");
+        let ctx_b = open_b(&opts).expect("open side b");
         let (pd_a, pd_b) = (ctx_a.alloc_pd(), ctx_b.alloc_pd());
         let cq_a = ctx_a.create_cq(spec.cq_depth, None).expect("side a's CQ");
         let cq_b = ctx_b.create_cq(spec.cq_depth, None).expect("side b's CQ");

@@ -1,20 +1,21 @@
 //! The simulation matrix's RC operations and impairments over real links
 //! (issue 15: every test over every link, the same-host path included).
-//! Two devices of this process, each link either UDP (`udp:IP,shm=0`) or
-//! the same-host path through shared memory (`shm=1`); side a's link clean,
-//! or losing, duplicating, reordering or corrupting packets, or all at once.
+//! Two devices of this process, each link either UDP (`udp:IP,shm=0`), the
+//! same-host path through shared memory (`shm=1`), or (as root) the packet
+//! link on the two ends of a veth in a network namespace of the test's own;
+//! side a's link clean, or losing, duplicating, reordering or corrupting
+//! packets, or all at once.
 //! Every cell posts SENDs, WRITEs, READs or atomics of sizes around the path
 //! MTU (4096), several outstanding, and checks the data byte-exact, every WR
 //! completed once, in order, successfully, and the atomics' original values.
 //! Each run checks that the traffic took the path it names and that the
 //! impairment showed in the engines' counters.
-//!
-//! (The packet and tap links run RC pingpong and perftest over the same
-//! impairments in the tools' tests; this matrix needs neither root nor a
-//! namespace.)
 
+use std::process::Command;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 use uroce_stack::link::impair::{Faults, ImpairConfig};
+use uroce_stack::link::netns::{is_root, NetnsGuard};
 use uroce_verbs::testing::{PairSpec, RcPair};
 use uroce_verbs::*;
 
@@ -46,21 +47,75 @@ struct Regions {
     target: Mr,
 }
 
-fn open(same_host: bool, faults: Option<(Faults, Faults)>, seed: u64) -> (RcPair, Regions) {
+/// Packet-link pairs opened so far in this process.
+static PACKET_PAIRS: AtomicU8 = AtomicU8::new(10);
+
+/// The link the pair runs over.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Path {
+    Udp,
+    SameHost,
+    Packet,
+}
+
+/// A network namespace of the test's own holding a veth pair `va`-`vb`;
+/// deleted on drop.
+struct Veth(String);
+
+impl Veth {
+    fn new(tag: &str) -> Veth {
+        let name = format!("uroce-lm-{tag}-{}", std::process::id());
+        let ip = |args: &[&str]| {
+            let out = Command::new("ip").args(args).output().expect("ip");
+            assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        ip(&["netns", "add", &name]);
+        let veth = Veth(name);
+        ip(&["-n", &veth.0, "link", "add", "va", "type", "veth", "peer", "name", "vb"]);
+        for dev in ["va", "vb", "lo"] {
+            ip(&["-n", &veth.0, "link", "set", dev, "up"]);
+        }
+        veth
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+fn open(path: Path, faults: Option<(Faults, Faults)>, seed: u64, tag: &str) -> (RcPair, Regions, Option<Veth>) {
     let impair_a = faults.map(|(tx, rx)| ImpairConfig { seed, tx, rx });
     let spec = PairSpec {
         impair_a,
         cq_depth: 64,
         max_wr: Some(16),
-        same_host: Some(same_host),
+        same_host: Some(path == Path::SameHost),
         ..PairSpec::new(seed, Progress::Blocking)
     };
-    let p = RcPair::open(&spec);
+    let (p, veth) = match path {
+        Path::Packet => {
+            let veth = Veth::new(tag);
+            // Sockets opened (and progress threads started) inside stay there.
+            let _in = NetnsGuard::enter(&veth.0).expect("enter the test's namespace");
+            // A process keys its open devices by name, whatever namespace
+            // they are in: each test's pair has names of its own.
+            let k = PACKET_PAIRS.fetch_add(1, Ordering::Relaxed);
+            let dev = |end: &str, h: u8| format!("packet:v{end},ip=198.18.{k}.{h},mac=02:00:00:00:{k:02x}:{h:02x}");
+            let (dev_a, dev_b) = (dev("a", 1), dev("b", 2));
+            let a = |o: &OpenOptions| Device::open_with(&dev_a, o);
+            let b = |o: &OpenOptions| Device::open_with(&dev_b, o);
+            (RcPair::open_on(&spec, TestNet::new(), a, b), Some(veth))
+        }
+        _ => (RcPair::open(&spec), None),
+    };
     let remote =
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
     let local = p.pd_a.reg_mr(REGION, AccessFlags::LOCAL_WRITE).unwrap();
     let target = p.pd_b.reg_mr(REGION, remote).unwrap();
-    (p, Regions { local, target })
+    (p, Regions { local, target }, veth)
 }
 
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
@@ -183,8 +238,12 @@ fn recoveries(p: &RcPair) -> u64 {
 }
 
 /// Runs every cell on a pair whose side a has `faults` (transmit, receive).
-fn run_matrix(name: &str, same_host: bool, faults: Option<(Faults, Faults)>) {
-    let (p, r) = open(same_host, faults, 11);
+fn run_matrix(name: &str, path: Path, faults: Option<(Faults, Faults)>) {
+    if path == Path::Packet && !(is_root() && Command::new("ip").arg("-V").output().is_ok()) {
+        println!("SKIP: {name} needs root (a network namespace, a veth, AF_PACKET) and ip (iproute2)");
+        return;
+    }
+    let (p, r, veth) = open(path, faults, 11, name);
     let mut failures = Vec::new();
     let mut cell = 0;
     for op in OPS {
@@ -200,14 +259,20 @@ fn run_matrix(name: &str, same_host: bool, faults: Option<(Faults, Faults)>) {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let (tx_same_host, tx) = (p.ctx_a.link_stats().tx_same_host, p.ctx_a.link_stats().tx_packets);
-    match same_host {
-        true => assert!(tx_same_host > 0, "{name}: nothing went through shared memory ({tx} packets sent)"),
-        false => assert_eq!(tx_same_host, 0, "{name}: shm=0, yet packets went through shared memory"),
+    match path {
+        Path::SameHost => assert!(tx_same_host > 0, "{name}: nothing went through shared memory ({tx} packets sent)"),
+        _ => assert_eq!(tx_same_host, 0, "{name}: packets went through shared memory"),
+    }
+    if path == Path::Packet {
+        assert_eq!(p.ctx_a.query_port().active_mtu.bytes(), 1024, "{name}: a veth of MTU 1500 gives path MTU 1024");
     }
     if faults.is_some() {
         assert!(recoveries(&p) > 0, "{name}: the impairment left no trace in the counters");
     }
     eprintln!("{name}: {cell} cells, {tx} packets sent by side a, {} recoveries", recoveries(&p));
+    // The devices close before their namespace goes.
+    drop((r, p));
+    drop(veth);
 }
 
 fn delayed() -> Faults {
@@ -237,25 +302,31 @@ fn all_at_once() -> Option<(Faults, Faults)> {
 }
 
 macro_rules! matrix {
-    ($($test:ident: $same_host:expr, $faults:expr;)*) => {$(
+    ($($test:ident: $path:expr, $faults:expr;)*) => {$(
         #[test]
         fn $test() {
-            run_matrix(stringify!($test), $same_host, $faults);
+            run_matrix(stringify!($test), $path, $faults);
         }
     )*};
 }
 
 matrix! {
-    udp_clean: false, None;
-    udp_loss: false, loss();
-    udp_duplication: false, duplication();
-    udp_reordering: false, reordering();
-    udp_corruption: false, corruption();
-    udp_all_at_once: false, all_at_once();
-    same_host_clean: true, None;
-    same_host_loss: true, loss();
-    same_host_duplication: true, duplication();
-    same_host_reordering: true, reordering();
-    same_host_corruption: true, corruption();
-    same_host_all_at_once: true, all_at_once();
+    udp_clean: Path::Udp, None;
+    udp_loss: Path::Udp, loss();
+    udp_duplication: Path::Udp, duplication();
+    udp_reordering: Path::Udp, reordering();
+    udp_corruption: Path::Udp, corruption();
+    udp_all_at_once: Path::Udp, all_at_once();
+    same_host_clean: Path::SameHost, None;
+    same_host_loss: Path::SameHost, loss();
+    same_host_duplication: Path::SameHost, duplication();
+    same_host_reordering: Path::SameHost, reordering();
+    same_host_corruption: Path::SameHost, corruption();
+    same_host_all_at_once: Path::SameHost, all_at_once();
+    packet_clean: Path::Packet, None;
+    packet_loss: Path::Packet, loss();
+    packet_duplication: Path::Packet, duplication();
+    packet_reordering: Path::Packet, reordering();
+    packet_corruption: Path::Packet, corruption();
+    packet_all_at_once: Path::Packet, all_at_once();
 }

@@ -181,11 +181,12 @@ impl Driver {
                 // trip (one run in three of ib_write_lat over the drop-in,
                 // when this thread yielded its core instead of sleeping).
                 // A thread that slept is woken by the packet and runs at once.
+                // (A link with no descriptor to sleep on: the core is offered.)
                 idle_rounds = idle_rounds.saturating_add(1);
-                if idle_rounds >= BUSY_SPIN_ROUNDS {
-                    self.sleep(self.before_sleep());
-                } else {
-                    std::hint::spin_loop();
+                match (idle_rounds >= BUSY_SPIN_ROUNDS, self.link_fd.is_some()) {
+                    (false, _) => std::hint::spin_loop(),
+                    (true, true) => self.sleep(self.before_sleep()),
+                    (true, false) => std::thread::yield_now(),
                 }
             } else {
                 self.sleep(self.before_sleep());
