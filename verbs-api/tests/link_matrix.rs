@@ -1,4 +1,4 @@
-//! The simulation matrix's RC operations and impairments over real links
+//! The simulation matrix's operations and impairments over real links
 //! (issue 15: every test over every link, the same-host path included).
 //! Two devices of this process, each link either UDP (`udp:IP,shm=0`), the
 //! same-host path through shared memory (`shm=1`), or (as root) the packet
@@ -8,15 +8,16 @@
 //! Every cell posts SENDs, WRITEs, READs or atomics of sizes around the path
 //! MTU (4096), several outstanding, and checks the data byte-exact, every WR
 //! completed once, in order, successfully, and the atomics' original values.
-//! Each run checks that the traffic took the path it names and that the
-//! impairment showed in the engines' counters.
+//! On clean links also UC (SEND, WRITE_WITH_IMM) and UD (SEND up to the path
+//! MTU). Each run checks that the traffic took the path it names and that
+//! the impairment showed in the engines' counters.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 use uroce_stack::link::impair::{Faults, ImpairConfig};
 use uroce_stack::link::netns::{is_root, NetnsGuard};
-use uroce_verbs::testing::{PairSpec, RcPair};
+use uroce_verbs::testing::{connect_pair, PairSpec, RcPair};
 use uroce_verbs::*;
 
 /// The longest one completion may take: far above seven retransmissions at
@@ -26,11 +27,16 @@ const SIZES: [usize; 6] = [0, 1, 4095, 4096, 4097, 65_536];
 /// Messages of a cell, all posted before the first completion is awaited.
 const MESSAGES: usize = 4;
 const REGION: usize = MESSAGES * 65_536 + 8;
+/// The UD QPs' Q_Key.
+const QKEY: u32 = 0x1111_2222;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Op {
     Send,
     Write,
+    /// WRITE_WITH_IMM: a UC WRITE's completion at the requester says only
+    /// that it left; the immediate's receive at the responder, that it landed.
+    WriteImm,
     Read,
     FetchAdd,
     CmpSwap,
@@ -86,6 +92,14 @@ impl Drop for Veth {
     }
 }
 
+/// The two QPs a cell runs on, and their CQs.
+struct Ends<'a> {
+    a: &'a Qp,
+    b: &'a Qp,
+    cq_a: &'a Cq,
+    cq_b: &'a Cq,
+}
+
 fn open(path: Path, faults: Option<(Faults, Faults)>, seed: u64, tag: &str) -> (RcPair, Regions, Option<Veth>) {
     let impair_a = faults.map(|(tx, rx)| ImpairConfig { seed, tx, rx });
     let spec = PairSpec {
@@ -136,32 +150,40 @@ fn expect_in_order(cq: &Cq, wr_ids: impl Iterator<Item = u64>) -> Result<Vec<Wor
 }
 
 /// One cell: `op` at `size` (atomics: 8 bytes), [`MESSAGES`] outstanding.
-fn run_cell(p: &RcPair, r: &Regions, op: Op, size: usize, cell: u64) -> Result<(), String> {
+fn run_cell(e: &Ends, r: &Regions, op: Op, size: usize, cell: u64) -> Result<(), String> {
     let first = cell * 100;
     let ids = || first..first + MESSAGES as u64;
     let at = |k: usize| k * size;
     match op {
-        Op::Send | Op::Write => {
+        Op::Send | Op::Write | Op::WriteImm => {
             for (k, id) in ids().enumerate() {
                 r.local.write(at(k), &pattern(id, size));
             }
             for (k, id) in ids().enumerate() {
                 let sge = vec![r.local.sge(at(k), size as u32)];
+                let (remote_addr, rkey) = (r.target.addr() + at(k) as u64, r.target.rkey());
                 let wr_op = match op {
-                    Op::Send => {
-                        let recv = RecvWr { wr_id: id, sg_list: r.target.sge(at(k), size as u32).into() };
-                        p.b.post_recv(&recv).map_err(|e| e.to_string())?;
-                        WrOp::Send
-                    }
-                    _ => WrOp::RdmaWrite { remote_addr: r.target.addr() + at(k) as u64, rkey: r.target.rkey() },
+                    Op::Send => WrOp::Send,
+                    Op::WriteImm => WrOp::RdmaWriteWithImm { remote_addr, rkey, imm: id as u32 },
+                    _ => WrOp::RdmaWrite { remote_addr, rkey },
                 };
-                p.a.post_send(&SendWr::new(id, wr_op, sge)).map_err(|e| e.to_string())?;
+                if op != Op::Write {
+                    let sg_list = match op {
+                        Op::Send => r.target.sge(at(k), size as u32).into(),
+                        _ => SgList::default(),
+                    };
+                    e.b.post_recv(&RecvWr { wr_id: id, sg_list }).map_err(|e| e.to_string())?;
+                }
+                e.a.post_send(&SendWr::new(id, wr_op, sge)).map_err(|e| e.to_string())?;
             }
-            expect_in_order(&p.cq_a, ids())?;
-            if op == Op::Send {
-                let wcs = expect_in_order(&p.cq_b, ids())?;
-                if let Some(wc) = wcs.iter().find(|wc| wc.byte_len as usize != size) {
+            expect_in_order(e.cq_a, ids())?;
+            if op != Op::Write {
+                let wcs = expect_in_order(e.cq_b, ids())?;
+                if let Some(wc) = wcs.iter().find(|wc| op == Op::Send && wc.byte_len as usize != size) {
                     return Err(format!("a receive took {} bytes of a {size}-byte SEND", wc.byte_len));
+                }
+                if let Some(wc) = wcs.iter().find(|wc| op == Op::WriteImm && u64::from(wc.imm_data) != wc.wr_id) {
+                    return Err(format!("WRITE_WITH_IMM {} brought immediate {}", wc.wr_id, wc.imm_data));
                 }
             }
             check(&r.target, size, ids(), "the target")
@@ -172,13 +194,13 @@ fn run_cell(p: &RcPair, r: &Regions, op: Op, size: usize, cell: u64) -> Result<(
             }
             for (k, id) in ids().enumerate() {
                 let wr_op = WrOp::RdmaRead { remote_addr: r.target.addr() + at(k) as u64, rkey: r.target.rkey() };
-                p.a.post_send(&SendWr::new(id, wr_op, vec![r.local.sge(at(k), size as u32)]))
+                e.a.post_send(&SendWr::new(id, wr_op, vec![r.local.sge(at(k), size as u32)]))
                     .map_err(|e| e.to_string())?;
             }
-            expect_in_order(&p.cq_a, ids())?;
+            expect_in_order(e.cq_a, ids())?;
             check(&r.local, size, ids(), "the READ results")
         }
-        Op::FetchAdd | Op::CmpSwap => run_atomics(p, r, op, ids()),
+        Op::FetchAdd | Op::CmpSwap => run_atomics(e, r, op, ids()),
     }
 }
 
@@ -196,7 +218,7 @@ fn check(mr: &Mr, size: usize, ids: impl Iterator<Item = u64>, what: &str) -> Re
 
 /// FETCH_ADDs of 1, 2, 3... or CMP_SWAPs each expecting the last one's
 /// value, on one word of the target; the original values must follow.
-fn run_atomics(p: &RcPair, r: &Regions, op: Op, ids: std::ops::Range<u64>) -> Result<(), String> {
+fn run_atomics(e: &Ends, r: &Regions, op: Op, ids: std::ops::Range<u64>) -> Result<(), String> {
     let word = REGION - 8;
     r.target.write(word, &0u64.to_ne_bytes());
     let mut value = 0u64;
@@ -209,9 +231,9 @@ fn run_atomics(p: &RcPair, r: &Regions, op: Op, ids: std::ops::Range<u64>) -> Re
         };
         wants.push(value);
         value = next;
-        p.a.post_send(&SendWr::new(id, wr_op, vec![r.local.sge(8 * k, 8)])).map_err(|e| e.to_string())?;
+        e.a.post_send(&SendWr::new(id, wr_op, vec![r.local.sge(8 * k, 8)])).map_err(|e| e.to_string())?;
     }
-    expect_in_order(&p.cq_a, ids)?;
+    expect_in_order(e.cq_a, ids)?;
     for (k, want) in wants.into_iter().enumerate() {
         let mut orig = [0u8; 8];
         r.local.read(8 * k, &mut orig);
@@ -225,6 +247,49 @@ fn run_atomics(p: &RcPair, r: &Regions, op: Op, ids: std::ops::Range<u64>) -> Re
         true => Ok(()),
         false => Err(format!("{op:?}: the word holds {} after the last, not {value}", u64::from_ne_bytes(last))),
     }
+}
+
+/// Runs `ops` at every size (atomics: 8 bytes) on `e`, numbering the cells
+/// from `cell`.
+fn run_cells(name: &str, e: &Ends, r: &Regions, ops: &[Op], cell: &mut u64) {
+    for &op in ops {
+        let sizes: &[usize] = if matches!(op, Op::FetchAdd | Op::CmpSwap) { &[8] } else { &SIZES };
+        for &size in sizes {
+            *cell += 1;
+            let verdict = run_cell(e, r, op, size, *cell);
+            // A failed cell may leave WRs behind: the rest would only repeat it.
+            assert!(verdict.is_ok(), "{name}: {op:?} of {size} bytes: {}", verdict.unwrap_err());
+        }
+    }
+}
+
+/// UD SENDs of `size` (at most the path MTU), [`MESSAGES`] outstanding: each
+/// lands whole behind the GRH's 40 bytes, from side a's QP, in order.
+fn run_ud_cell(p: &RcPair, e: &Ends, r: &Regions, size: usize, cell: u64) -> Result<(), String> {
+    let first = cell * 100;
+    let ids = || first..first + MESSAGES as u64;
+    let slot = GRH_LEN + size;
+    let ah = p.pd_a.create_ah(p.ctx_b.query_gid(1).map_err(|e| e.to_string())?);
+    for (k, id) in ids().enumerate() {
+        r.local.write(k * size, &pattern(id, size));
+        e.b.post_recv(&RecvWr { wr_id: id, sg_list: r.target.sge(k * slot, slot as u32).into() })
+            .map_err(|e| e.to_string())?;
+        let mut wr = SendWr::new(id, WrOp::Send, vec![r.local.sge(k * size, size as u32)]);
+        wr.ud = Some(ah.dest(e.b.qp_num(), QKEY));
+        e.a.post_send(&wr).map_err(|e| e.to_string())?;
+    }
+    expect_in_order(e.cq_a, ids())?;
+    for (k, wc) in expect_in_order(e.cq_b, ids())?.iter().enumerate() {
+        if (wc.byte_len as usize, wc.src_qp) != (slot, e.a.qp_num()) {
+            return Err(format!("datagram {k}: {} bytes from QP {}", wc.byte_len, wc.src_qp));
+        }
+        let mut got = vec![0; size];
+        r.target.read(k * slot + GRH_LEN, &mut got);
+        if got != pattern(wc.wr_id, size) {
+            return Err(format!("datagram {k}: its bytes differ"));
+        }
+    }
+    Ok(())
 }
 
 /// Requests and responses repeated or put back in order: what each
@@ -244,20 +309,31 @@ fn run_matrix(name: &str, path: Path, faults: Option<(Faults, Faults)>) {
         return;
     }
     let (p, r, veth) = open(path, faults, 11, name);
-    let mut failures = Vec::new();
+    let rc = Ends { a: &p.a, b: &p.b, cq_a: &p.cq_a, cq_b: &p.cq_b };
     let mut cell = 0;
-    for op in OPS {
-        let sizes: &[usize] = if matches!(op, Op::FetchAdd | Op::CmpSwap) { &[8] } else { &SIZES };
-        for &size in sizes {
+    run_cells(name, &rc, &r, &OPS, &mut cell);
+    // UC and UD lose messages by design on an impaired link (the simulation
+    // matrix checks what they do then): here they run on clean links only.
+    if faults.is_none() {
+        let init = |kind: fn(&Cq, &Cq) -> QpInit, pd: &Pd, cq: &Cq| pd.create_qp(&kind(cq, cq)).unwrap();
+        let (uc_a, uc_b) = (init(QpInit::uc, &p.pd_a, &p.cq_a), init(QpInit::uc, &p.pd_b, &p.cq_b));
+        connect_pair(&uc_a, &uc_b);
+        let uc = Ends { a: &uc_a, b: &uc_b, cq_a: &p.cq_a, cq_b: &p.cq_b };
+        run_cells(&format!("{name} UC"), &uc, &r, &[Op::Send, Op::WriteImm], &mut cell);
+        let (ud_a, ud_b) = (init(QpInit::ud, &p.pd_a, &p.cq_a), init(QpInit::ud, &p.pd_b, &p.cq_b));
+        for qp in [&ud_a, &ud_b] {
+            let mut c = ConnectAttr::new(0, 0, Gid::default());
+            c.qkey = QKEY;
+            qp.connect(&c).unwrap();
+        }
+        let ud = Ends { a: &ud_a, b: &ud_b, cq_a: &p.cq_a, cq_b: &p.cq_b };
+        let mtu = p.ctx_a.query_port().active_mtu.bytes() as usize;
+        for size in [0, 1, mtu - 1, mtu] {
             cell += 1;
-            if let Err(e) = run_cell(&p, &r, op, size, cell) {
-                failures.push(format!("{name}: {op:?} of {size} bytes: {e}"));
-                // A failed cell may leave WRs behind: the rest would only repeat it.
-                break;
-            }
+            let verdict = run_ud_cell(&p, &ud, &r, size, cell);
+            assert!(verdict.is_ok(), "{name}: UD SEND of {size} bytes: {}", verdict.unwrap_err());
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
     let (tx_same_host, tx) = (p.ctx_a.link_stats().tx_same_host, p.ctx_a.link_stats().tx_packets);
     match path {
         Path::SameHost => assert!(tx_same_host > 0, "{name}: nothing went through shared memory ({tx} packets sent)"),
