@@ -13,7 +13,7 @@
 //! the impairment showed in the engines' counters.
 
 use std::process::Command;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 use uroce_stack::link::impair::{Faults, ImpairConfig};
 use uroce_stack::link::netns::{is_root, NetnsGuard};
@@ -53,8 +53,9 @@ struct Regions {
     target: Mr,
 }
 
-/// Packet-link pairs opened so far in this process.
-static PACKET_PAIRS: AtomicU8 = AtomicU8::new(10);
+/// The packet link's two ends on the veth.
+const DEV_A: &str = "packet:va,ip=198.18.7.1,mac=02:00:00:00:07:01";
+const DEV_B: &str = "packet:vb,ip=198.18.7.2,mac=02:00:00:00:07:02";
 
 /// The link the pair runs over.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -114,13 +115,10 @@ fn open(path: Path, faults: Option<(Faults, Faults)>, seed: u64, tag: &str) -> (
             let veth = Veth::new(tag);
             // Sockets opened (and progress threads started) inside stay there.
             let _in = NetnsGuard::enter(&veth.0).expect("enter the test's namespace");
-            // A process keys its open devices by name, whatever namespace
-            // they are in: each test's pair has names of its own.
-            let k = PACKET_PAIRS.fetch_add(1, Ordering::Relaxed);
-            let dev = |end: &str, h: u8| format!("packet:v{end},ip=198.18.{k}.{h},mac=02:00:00:00:{k:02x}:{h:02x}");
-            let (dev_a, dev_b) = (dev("a", 1), dev("b", 2));
-            let a = |o: &OpenOptions| Device::open_with(&dev_a, o);
-            let b = |o: &OpenOptions| Device::open_with(&dev_b, o);
+            // Every packet test opens these two names, each in its own
+            // namespace: distinct devices, with options of their own.
+            let a = |o: &OpenOptions| Device::open_with(DEV_A, o);
+            let b = |o: &OpenOptions| Device::open_with(DEV_B, o);
             (RcPair::open_on(&spec, TestNet::new(), a, b), Some(veth))
         }
         _ => (RcPair::open(&spec), None),
@@ -302,12 +300,18 @@ fn recoveries(p: &RcPair) -> u64 {
         + b.get(Counter::DuplicateRequest)
 }
 
+/// One run at a time: each has two progress threads and a poller. All the
+/// binary's runs at once, at the lowest priority beside a CI run on two
+/// cores, once left a pair without its ACKs through 7 timeouts (RETRY_EXC_ERR).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 /// Runs every cell on a pair whose side a has `faults` (transmit, receive).
 fn run_matrix(name: &str, path: Path, faults: Option<(Faults, Faults)>) {
     if path == Path::Packet && !(is_root() && Command::new("ip").arg("-V").output().is_ok()) {
         println!("SKIP: {name} needs root (a network namespace, a veth, AF_PACKET) and ip (iproute2)");
         return;
     }
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (p, r, veth) = open(path, faults, 11, name);
     let rc = Ends { a: &p.a, b: &p.b, cq_a: &p.cq_a, cq_b: &p.cq_b };
     let mut cell = 0;
@@ -405,4 +409,27 @@ matrix! {
     packet_reordering: Path::Packet, reordering();
     packet_corruption: Path::Packet, corruption();
     packet_all_at_once: Path::Packet, all_at_once();
+}
+
+/// A process tells its devices apart by spec and network namespace: the
+/// same spec opened in two namespaces is two devices, each with the options
+/// it was opened with (one spec is one device only within a namespace).
+#[test]
+fn one_spec_in_two_namespaces_opens_two_devices() {
+    let name = "one_spec_in_two_namespaces_opens_two_devices";
+    if !(is_root() && Command::new("ip").arg("-V").output().is_ok()) {
+        println!("SKIP: {name} needs root (network namespaces, a veth, AF_PACKET) and ip (iproute2)");
+        return;
+    }
+    let (one, two) = (Veth::new("ns1"), Veth::new("ns2"));
+    let open_in = |veth: &Veth, progress| {
+        let _in = NetnsGuard::enter(&veth.0).expect("enter the test's namespace");
+        Device::open_with(DEV_A, &OpenOptions { progress, ..OpenOptions::default() })
+    };
+    let first = open_in(&one, Progress::Manual).expect("the device in the first namespace");
+    let second = open_in(&two, Progress::Blocking).expect("the same spec in the second namespace: another device");
+    assert_eq!((first.progress_mode(), second.progress_mode()), (Progress::Manual, Progress::Blocking));
+    let again = open_in(&one, Progress::Blocking).map(|_| ()).unwrap_err().to_string();
+    assert!(again.contains("open already in this process"), "{again}");
+    drop((first, second));
 }

@@ -9,7 +9,25 @@ use uroce_stack::link::{self, Capture, Impair, OpenedLink};
 use uroce_transport::Seed;
 
 /// The devices open in this process, by the spec they were opened with.
-static OPEN: Mutex<Vec<(String, Weak<DeviceOwner>)>> = Mutex::new(Vec::new());
+static OPEN: Mutex<Vec<(Key, Weak<DeviceOwner>)>> = Mutex::new(Vec::new());
+
+/// What names one device: its spec, in the network namespace the opening
+/// thread was in (`packet:eth0` or `udp:10.0.0.1` names another interface or
+/// address in another namespace).
+#[derive(PartialEq, Eq)]
+struct Key {
+    spec: String,
+    netns: String,
+}
+
+impl Key {
+    /// `spec` in the calling thread's namespace (its `net:[INODE]`; empty
+    /// where /proc cannot tell, as if every open were in one namespace).
+    fn here(spec: &str) -> Key {
+        let netns = std::fs::read_link("/proc/thread-self/ns/net").map(|p| p.display().to_string());
+        Key { spec: spec.to_string(), netns: netns.unwrap_or_default() }
+    }
+}
 
 /// The driver of device `spec`: the one already open in this process (if
 /// `opts` ask for nothing else than it was opened with), or a new one.
@@ -17,7 +35,8 @@ pub(crate) fn open_device(spec: &str, opts: &OpenOptions) -> Result<Arc<DeviceOw
     // Held while opening, so that two threads opening one device share it.
     let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
     open.retain(|(_, w)| w.strong_count() > 0);
-    if let Some(owner) = open.iter().filter(|(s, _)| s == spec).find_map(|(_, w)| w.upgrade()) {
+    let key = Key::here(spec);
+    if let Some(owner) = open.iter().filter(|(k, _)| *k == key).find_map(|(_, w)| w.upgrade()) {
         check_same_options(spec, &owner.driver.options, opts)?;
         return Ok(owner);
     }
@@ -36,7 +55,7 @@ pub(crate) fn open_device(spec: &str, opts: &OpenOptions) -> Result<Arc<DeviceOw
         }
     };
     let owner = Arc::new(DeviceOwner { driver, thread: Mutex::new(thread), pid: std::process::id() });
-    open.push((spec.to_string(), Arc::downgrade(&owner)));
+    open.push((key, Arc::downgrade(&owner)));
     uroce_stack::fork::on_fork_child(let_go_after_fork);
     Ok(owner)
 }
@@ -71,10 +90,11 @@ fn open_link(spec: &str, opts: &OpenOptions) -> Result<OpenedLink, Error> {
     Ok(OpenedLink { link, info })
 }
 
-/// Whether device `spec` is open in this process.
+/// Whether device `spec` (in the calling thread's namespace) is open in this process.
 pub(crate) fn is_open(spec: &str) -> bool {
+    let key = Key::here(spec);
     let open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-    open.iter().any(|(s, w)| s == spec && w.strong_count() > 0)
+    open.iter().any(|(k, w)| *k == key && w.strong_count() > 0)
 }
 
 /// A second open of a device shares its driver, whose progress mode, seed,
