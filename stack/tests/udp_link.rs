@@ -108,8 +108,9 @@ fn corrupt_packets_are_dropped_and_counted() {
 
 /// A packet with the authenticated mode's mark is left to its MAC, which the
 /// engine checks: its ICRC is not checked here (it arrives as
-/// `Integrity::Mac`), unless a capture wants the frame, which needs the
-/// ICRC's IPv4 Identification.
+/// `Integrity::Mac`), with or without a capture tapping the link, and the
+/// link sends it with the zero ICRC the engine left, while an unmarked
+/// packet gets its ICRC.
 #[test]
 fn marked_authenticated_packets_are_left_to_their_mac() {
     let net = TestNet::new();
@@ -133,17 +134,38 @@ fn marked_authenticated_packets_are_left_to_their_mac() {
     assert_eq!(got, [(1, Integrity::Mac)], "{:?}", b.stats());
     assert_eq!(b.stats().rx_icrc_bad, 1, "the unmarked one");
 
-    // With a capture tapping the link, the marked packet's ICRC is checked.
-    b.set_frame_sink(Some(Box::new(|_, _: &[u8]| {})));
+    // A capture tapping the link changes nothing: the frame is captured
+    // and delivered.
+    let captured = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = captured.clone();
+    b.set_frame_sink(Some(Box::new(move |_, _: &[u8]| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    })));
     evil.send_to(&marked, (net.ip(2), 4791)).unwrap();
-    let mut delivered = 0;
+    let mut delivered = Vec::new();
     for _ in 0..1000 {
-        if b.stats().rx_icrc_bad == 2 {
+        if !delivered.is_empty() {
             break;
         }
-        recv_each(&mut b, Duration::from_millis(10), |_| delivered += 1).unwrap();
+        recv_each(&mut b, Duration::from_millis(10), |d| delivered.push(d.integrity)).unwrap();
     }
-    assert_eq!((delivered, b.stats().rx_icrc_bad), (0, 2), "{:?}", b.stats());
+    assert_eq!(delivered, [Integrity::Mac], "{:?}", b.stats());
+    assert_eq!((b.stats().rx_icrc_bad, captured.load(std::sync::atomic::Ordering::Relaxed)), (1, 1));
+
+    // Sending: the marked packet keeps its zero ICRC, the unmarked one gets
+    // its ICRC. A plain socket on the peer's RoCE port reads the wire.
+    let mut a = udp_on(&net, 1);
+    let wire = std::net::UdpSocket::bind((net.ip(3), 4791)).unwrap();
+    wire.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let peer = IpAddr::V4(net.ip(3));
+    for p in [&marked, &unmarked] {
+        assert_eq!(a.send(&tx(peer, std::slice::from_ref(p))).unwrap(), 1);
+        let mut buf = [0u8; 256];
+        let n = wire.recv(&mut buf).unwrap();
+        assert_eq!(buf[..n - 4], p[..p.len() - 4], "bytes up to the ICRC as given");
+        let carried = icrc::carried(&buf[..n]).unwrap();
+        assert_eq!(carried == 0, p == &marked, "ICRC 0x{carried:08x} of PSN {}", psn_of(p));
+    }
 }
 
 #[test]

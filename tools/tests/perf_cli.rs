@@ -583,6 +583,20 @@ fn the_authenticated_mode_runs_and_says_what_it_cannot_do() {
         assert_eq!(count("auth_bad_mac"), 0, "{connect:?}");
         assert!(count("rcvd_pkts") > 0, "{connect:?}");
     }
+    // On the wire (a capture, read by `uroce dump --check`): every RoCE
+    // packet is sealed, its ICRC left to the MAC, and none counts as bad.
+    // (`--loopback` writes one capture per end: NAME-client.pcap, NAME-server.pcap.)
+    let name = std::env::temp_dir().join(format!("uroce-perf-auth-{}", std::process::id()));
+    let pcap = |end: &str| format!("{}-{end}.pcap", name.display());
+    ok(&loopback(&net, "write_bw", &["-n", "50", "--auth-key", key, "--pcap", &format!("{}.pcap", name.display())]));
+    let dump =
+        Command::new(env!("CARGO_BIN_EXE_uroce")).arg("dump").arg("--check").arg(pcap("client")).output().unwrap();
+    let _ = [pcap("client"), pcap("server")].map(std::fs::remove_file);
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(dump.status.success(), "{text}");
+    let last = text.lines().last().unwrap_or_default();
+    assert!(last.contains(" 0 ICRC ok, 0 ICRC bad, ") && last.contains(" sealed (MAC, no ICRC)"), "{last}");
+    assert!(text.lines().filter(|l| l.ends_with(" sealed (MAC, no ICRC)")).count() > 50, "{text}");
     // Corrupted on the way in: the link leaves a marked packet's ICRC to
     // its MAC, which catches every flipped bit; the run still completes.
     let out = loopback(&net, "write_bw", &["-n", "300", "--auth-key", key, "--corrupt", "0.05", "--stats"]);

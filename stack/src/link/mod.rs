@@ -60,6 +60,23 @@ pub struct TxDatagram<'a> {
     pub roce: &'a [u8],
 }
 
+/// The ICRC a link puts on the packet `roce` it sends: `compute`'s, but
+/// zero on a packet the authenticated mode sealed (its mark,
+/// `uroce_transport::engine::AUTH_MARK`, set). That packet's MAC stands in
+/// for the ICRC at both ends: no receiving link checks the ICRC of a
+/// marked packet, the engine checks the MAC over the same bytes, and a
+/// second pass over the packet on the sending side would buy nothing (it
+/// cost about 9% of an authenticated write_bw; docs/SECURITY.md). Only
+/// another uroce with the key reads a sealed packet: rxe and RNICs would
+/// take its trailer for payload anyway.
+pub(crate) fn icrc_to_send(roce: &[u8], compute: impl FnOnce() -> Option<u32>) -> Option<u32> {
+    if uroce_transport::engine::marked_authenticated(roce) {
+        Some(0)
+    } else {
+        compute()
+    }
+}
+
 /// How far a received datagram's integrity was checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Integrity {
@@ -72,8 +89,8 @@ pub enum Integrity {
     IcrcButIpId { ident: u16 },
     /// Not checked: the packet carries the authenticated mode's mark
     /// (`uroce_transport::engine::AUTH_MARK`), and its MAC, which the
-    /// engine checks, stands in for the ICRC. The engine takes it only for
-    /// a QP that holds a key.
+    /// engine checks, stands in for the ICRC (which the sender leaves zero:
+    /// `icrc_to_send`). The engine takes it only for a QP that holds a key.
     Mac,
     /// Not checked.
     Unchecked,

@@ -30,8 +30,8 @@ use super::batch::RxSizer;
 use super::gid::{Gid, GidTable};
 use super::share::{owner_name, Forwarded, Owner, Share, SteerKey, Tenant};
 use super::shm::ShmPeers;
+use super::{icrc_to_send, DeviceSpec, LinkError};
 use super::{wire_addr, Direction, FrameSink, Integrity, Link, LinkInfo, LinkStats, RxBatch, TxDatagram};
-use super::{DeviceSpec, LinkError};
 use crate::frame::{FrameRepr, IpFields, Ipv4Fields, Ipv6Fields, UDP_HDR};
 use crate::pcap::LinkType;
 use crate::sys::epoll::Epoll;
@@ -304,9 +304,9 @@ impl UdpLink {
             return false;
         };
         // An authenticated packet's MAC, checked by the engine, stands in
-        // for its ICRC; a capture still wants the IPv4 Identification the
-        // ICRC solves for.
-        let integrity = if self.sink.is_none() && marked_authenticated(roce) {
+        // for its ICRC, which its sender left zero (a capture shows it with
+        // IPv4 Identification 0: there is no ICRC to solve it from).
+        let integrity = if marked_authenticated(roce) {
             Integrity::Mac
         } else {
             match self.check_icrc((peer, src.port()), local, roce, &mut repr) {
@@ -468,7 +468,7 @@ impl UdpLink {
         if !(MIN_ROCE..=SLOT).contains(&d.roce.len()) || repr.buffer_len(d.roce.len()) > self.info.mtu {
             return None;
         }
-        let icrc = icrc_between((self.local, self.port), (peer, ROCEV2_UDP_PORT), 0, d.roce)?;
+        let icrc = icrc_to_send(d.roce, || icrc_between((self.local, self.port), (peer, ROCEV2_UDP_PORT), 0, d.roce))?;
         let body = &d.roce[..d.roce.len() - ICRC_LEN];
         let shm = self.shm.as_mut()?;
         if !shm.push(i, self.port, &[body, &icrc.to_le_bytes()]) {
@@ -520,7 +520,8 @@ impl UdpLink {
                     let ident = if len > 1 { (k - group.start) as u16 } else { 0 };
                     let ends = ((self.local, self.port), (wire_addr(d.peer), ROCEV2_UDP_PORT));
                     // The families match: `ok` checked.
-                    icrcs[k] = icrc_between(ends.0, ends.1, ident, d.roce).unwrap_or(0).to_le_bytes();
+                    let icrc = icrc_to_send(d.roce, || icrc_between(ends.0, ends.1, ident, d.roce));
+                    icrcs[k] = icrc.unwrap_or(0).to_le_bytes();
                 }
                 spans[nmsg] = (group.start, len);
                 nmsg += 1;
@@ -893,8 +894,12 @@ impl UdpLink {
     /// `port`, as if it had come back from the wire: ICRC and all.
     fn hand_to_tenant(&mut self, (port, token): (u16, u64), roce: &[u8]) -> bool {
         let ends = (self.local, ROCEV2_UDP_PORT);
-        let Some(crc) = icrc_between(ends, ends, 0, roce) else { return false };
-        let integrity = if self.local.is_ipv4() { Integrity::IcrcButIpId { ident: 0 } } else { Integrity::Icrc };
+        let Some(crc) = icrc_to_send(roce, || icrc_between(ends, ends, 0, roce)) else { return false };
+        let integrity = match (marked_authenticated(roce), self.local.is_ipv4()) {
+            (true, _) => Integrity::Mac,
+            (false, true) => Integrity::IcrcButIpId { ident: 0 },
+            (false, false) => Integrity::Icrc,
+        };
         let hdr = Forwarded { peer: self.local, src_port: ROCEV2_UDP_PORT, local: self.local, integrity, token };
         let sent = self.forward(port, &hdr, &roce[..roce.len() - ICRC_LEN], &crc.to_le_bytes());
         if sent {

@@ -1,7 +1,7 @@
 //! The one-line form: number, time, addresses, opcode, QPN, PSN, AckReq, the
 //! fields of each extension header that matter, data length, ICRC verdict.
 
-use super::Decoded;
+use super::{Decoded, Verdict};
 use std::fmt::Write;
 use std::time::Duration;
 use uroce_stack::frame::ParsedFrame;
@@ -38,10 +38,16 @@ pub(crate) fn packet(out: &mut String, number: u64, rel: Duration, d: &Decoded) 
         let _ = write!(out, " len={}", d.packet.payload().len());
     }
     super::cm::line(out, d);
-    let carried = d.packet.icrc();
-    if carried == d.icrc_expected {
-        let _ = writeln!(out, " ICRC ok");
-    } else {
-        let _ = writeln!(out, " ICRC BAD (carried 0x{carried:08x}, expected 0x{:08x})", d.icrc_expected);
+    let carried = d.icrc_carried;
+    match d.icrc_verdict() {
+        Verdict::IcrcOk => {
+            let _ = writeln!(out, " ICRC ok");
+        }
+        Verdict::Sealed => {
+            let _ = writeln!(out, " sealed (MAC, no ICRC)");
+        }
+        _ => {
+            let _ = writeln!(out, " ICRC BAD (carried 0x{carried:08x}, expected 0x{:08x})", d.icrc_expected);
+        }
     }
 }

@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use uroce_stack::frame::{FrameError, ParsedFrame};
 use uroce_stack::live::LiveCapture;
 use uroce_stack::pcap::{LinkType, PcapReader, PcapWriter};
+use uroce_transport::engine::{marked_authenticated, AUTH_TRAILER_LEN};
 use uroce_transport::icrc;
-use uroce_transport::wire::{RocePacket, RoceRepr};
+use uroce_transport::wire::{RocePacket, RoceRepr, ICRC_LEN};
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct DumpArgs {
@@ -66,6 +67,9 @@ pub enum Verdict {
     NotRoce,
     IcrcOk,
     IcrcBad,
+    /// Sealed by uroce's authenticated mode: its MAC stands in for the
+    /// ICRC, which its sender left zero.
+    Sealed,
     Malformed,
 }
 
@@ -76,6 +80,7 @@ pub struct Summary {
     pub roce: u64,
     pub icrc_ok: u64,
     pub icrc_bad: u64,
+    pub sealed: u64,
     pub malformed: u64,
 }
 
@@ -86,6 +91,7 @@ impl Summary {
             Verdict::NotRoce => return,
             Verdict::IcrcOk => self.icrc_ok += 1,
             Verdict::IcrcBad => self.icrc_bad += 1,
+            Verdict::Sealed => self.sealed += 1,
             Verdict::Malformed => self.malformed += 1,
         }
         self.roce += 1;
@@ -101,9 +107,13 @@ impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         write!(
             f,
-            "{} frames, {} RoCEv2, {} ICRC ok, {} ICRC bad, {} malformed",
-            self.frames, self.roce, self.icrc_ok, self.icrc_bad, self.malformed
-        )
+            "{} frames, {} RoCEv2, {} ICRC ok, {} ICRC bad",
+            self.frames, self.roce, self.icrc_ok, self.icrc_bad
+        )?;
+        if self.sealed > 0 {
+            write!(f, ", {} sealed (MAC, no ICRC)", self.sealed)?;
+        }
+        write!(f, ", {} malformed", self.malformed)
     }
 }
 
@@ -119,9 +129,28 @@ pub struct Dumper {
 /// A RoCEv2 frame taken apart, for the printers.
 pub(crate) struct Decoded<'a> {
     pub frame: ParsedFrame<'a>,
+    /// Without the authenticated mode's trailer, if sealed: its last four
+    /// bytes, read as an ICRC by the parser, are the trailer's first four.
     pub packet: RocePacket<&'a [u8]>,
     pub repr: RoceRepr,
+    pub icrc_carried: u32,
     pub icrc_expected: u32,
+    /// A sealed packet's trailer: the nonce counter, then the MAC's tag.
+    pub trailer: Option<&'a [u8]>,
+}
+
+impl Decoded<'_> {
+    /// The ICRC's verdict: right, wrong, or absent (zero) on a packet that
+    /// uroce's authenticated mode sealed, whose MAC stands in for it.
+    pub fn icrc_verdict(&self) -> Verdict {
+        if self.icrc_carried == self.icrc_expected {
+            Verdict::IcrcOk
+        } else if self.icrc_carried == 0 && self.trailer.is_some() {
+            Verdict::Sealed
+        } else {
+            Verdict::IcrcBad
+        }
+    }
 }
 
 impl Dumper {
@@ -154,17 +183,12 @@ impl Dumper {
                 Verdict::Malformed
             }
             Ok(Ok(d)) => {
-                let ok = d.packet.icrc() == d.icrc_expected;
                 if self.verbose {
                     verbose::packet(out, number, rel, data.len(), &d);
                 } else {
                     line::packet(out, number, rel, &d);
                 }
-                if ok {
-                    Verdict::IcrcOk
-                } else {
-                    Verdict::IcrcBad
-                }
+                d.icrc_verdict()
             }
         };
         self.summary.add(verdict);
@@ -177,7 +201,19 @@ impl Dumper {
 #[allow(clippy::type_complexity)]
 fn decode(link: LinkType, data: &[u8]) -> Result<Result<Decoded<'_>, (ParsedFrame<'_>, String)>, FrameError> {
     let frame = link.parse_frame(data)?;
-    let packet = match RocePacket::new_checked(frame.roce) {
+    // A sealed packet is BTH .. pad, the trailer, the ICRC: parsed up to the
+    // trailer's end less the ICRC's four bytes, so that the headers and the
+    // payload are read as the peer's engine reads them.
+    let roce = frame.roce;
+    let sealed = marked_authenticated(roce) && roce.len() >= AUTH_TRAILER_LEN + ICRC_LEN + 12;
+    let (parsed, trailer) = match sealed {
+        true => {
+            let at = roce.len() - ICRC_LEN - AUTH_TRAILER_LEN;
+            (&roce[..at + ICRC_LEN], Some(&roce[at..roce.len() - ICRC_LEN]))
+        }
+        false => (roce, None),
+    };
+    let packet = match RocePacket::new_checked(parsed) {
         Ok(p) => p,
         Err(e) => return Ok(Err((frame, format!("transport headers {e}")))),
     };
@@ -189,7 +225,8 @@ fn decode(link: LinkType, data: &[u8]) -> Result<Result<Decoded<'_>, (ParsedFram
         Ok(v) => v,
         Err(e) => return Ok(Err((frame, e.to_string()))),
     };
-    Ok(Ok(Decoded { frame, packet, repr, icrc_expected }))
+    let icrc_carried = icrc::carried(roce).unwrap_or(0);
+    Ok(Ok(Decoded { frame, packet, repr, icrc_carried, icrc_expected, trailer }))
 }
 
 /// Runs `uroce dump`; exit status 0, 1 (`--check` failed) or 2 (could not run).

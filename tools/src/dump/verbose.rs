@@ -1,7 +1,7 @@
 //! The `-V` form: every field of every header, with what it means, the way a
 //! teacher would walk through a packet.
 
-use super::Decoded;
+use super::{Decoded, Verdict};
 use std::fmt::Write;
 use std::time::Duration;
 use uroce_stack::frame::{FrameRepr, IpFields, UdpChecksum};
@@ -173,11 +173,23 @@ pub(crate) fn packet(out: &mut String, number: u64, rel: Duration, frame_len: us
     if !pad.is_empty() {
         let _ = writeln!(out, "  Pad       {} bytes {:02x?} (to a 4-byte boundary)", pad.len(), pad);
     }
-    let carried = d.packet.icrc();
-    let verdict = if carried == d.icrc_expected {
-        "ok".to_string()
-    } else {
-        format!("BAD, expected 0x{:08x}: a receiver drops this packet silently", d.icrc_expected)
+    if let Some(t) = d.trailer {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let (nonce, tag) = t.split_at(8);
+        let _ = writeln!(
+            out,
+            "  Trailer   nonce counter 0x{}  GMAC tag 0x{}  (uroce's authenticated mode)",
+            hex(nonce),
+            hex(tag)
+        );
+    }
+    let carried = d.icrc_carried;
+    let verdict = match d.icrc_verdict() {
+        Verdict::IcrcOk => "ok".to_string(),
+        Verdict::Sealed => "none: sealed by uroce's authenticated mode, whose MAC (before the ICRC) a uroce receiver \
+                            with the key checks in its place"
+            .to_string(),
+        _ => format!("BAD, expected 0x{:08x}: a receiver drops this packet silently", d.icrc_expected),
     };
     let _ = writeln!(out, "  ICRC      0x{carried:08x} {verdict}");
     let _ = writeln!(out);

@@ -44,9 +44,10 @@ use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 
 /// The bit of the BTH's reserved `Resv7` field (byte 8, below AckReq) that
 /// marks a packet as sealed by the authenticated mode. The tag covers it,
-/// so it cannot be set or cleared on the way. A link need not check the
-/// ICRC of a marked packet: the engine then takes it only if its QP holds
-/// a key and the tag matches ([`marked_authenticated`]).
+/// so it cannot be set or cleared on the way. The ICRC of a marked packet
+/// is neither computed (a sending link leaves the zero the engine puts
+/// there) nor checked: the engine takes the packet only if its QP holds a
+/// key and the tag matches ([`marked_authenticated`]).
 pub const AUTH_MARK: u8 = 0x01;
 
 /// Whether the RoCE packet `roce` (BTH first) carries [`AUTH_MARK`]; false

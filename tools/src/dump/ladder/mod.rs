@@ -67,7 +67,7 @@ impl Packet {
             aeth: d.repr.aeth,
             atomic_orig: d.repr.atomic_ack_eth.map(|h| h.orig_data),
             label: label(d, cm.as_deref()),
-            icrc_ok: d.packet.icrc() == d.icrc_expected,
+            icrc_ok: d.icrc_verdict() != Verdict::IcrcBad,
             is_cm: cm.is_some(),
             explain: String::new(),
         }
@@ -174,9 +174,8 @@ impl Ladder {
                 if self.explain {
                     super::verbose::packet(&mut p.explain, self.frames, rel, data.len(), &d);
                 }
-                let verdict = if p.icrc_ok { Verdict::IcrcOk } else { Verdict::IcrcBad };
                 self.packets.push(p);
-                verdict
+                d.icrc_verdict()
             }
         }
     }
