@@ -18,7 +18,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 use uroce_stack::link::netns::NetnsGuard;
 use uroce_stack::link::{DeviceSpec, Link, RxBatch, TxDatagram};
-use uroce_stack::testnet::TestNet;
+use uroce_stack::testnet::{Namespaces, TestNet};
 
 #[derive(Clone, Copy, Default)]
 struct Rate {
@@ -174,7 +174,7 @@ fn main() {
         println!("SKIP: veth packet link: needs root and the `ip` command (network namespaces)");
         return;
     }
-    let ns = Netns::new("bench", 2);
+    let ns = Namespaces::new("bench", 2);
     ns.veth(0, "va", 1, "vb");
     for (i, dev) in [(0, "va"), (1, "vb")] {
         ns.exec(i, &["ip", "link", "set", dev, "mtu", "9000"]);
@@ -202,7 +202,7 @@ fn main() {
             "198.18.0.2:4791".parse().unwrap(),
             12 + payload + 4,
             dur,
-            Some((ns.names[0].clone(), ns.names[1].clone())),
+            Some((ns.name(0).to_string(), ns.name(1).to_string())),
         );
         row("veth packet", payload, ours, kernel);
     }

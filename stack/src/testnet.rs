@@ -9,12 +9,18 @@
 //! asking for a net tries that same bind, fails, and moves on to another net.
 //! Users' own CI can use it the same way.
 //!
+//! Tests that need a real interface (a veth, a bridge) make network
+//! namespaces of their own instead, with [`Namespaces`] (root only).
+//!
 //! A test of the *default* device (no `-d`: the first free address from
 //! `127.0.0.1` up, which the tools and rdma_cm pick) cannot move to a net of
 //! its own. It holds a [`default_loopback_guard`] instead: a socket bound to
 //! `127.0.0.1:4790`, a port no endpoint uses, so such tests run one at a time
 //! across all test processes while the others keep running in parallel.
 
+mod namespaces;
+
+pub use namespaces::Namespaces;
 use rand::Rng;
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};

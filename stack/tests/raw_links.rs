@@ -17,6 +17,7 @@ use uroce_stack::link::udp::UdpLink;
 use uroce_stack::link::{DeviceSpec, Integrity, Link};
 use uroce_stack::live::LiveCapture;
 use uroce_stack::pcap::{LinkType, PcapReader};
+use uroce_stack::testnet::Namespaces;
 
 fn spec(s: &str) -> DeviceSpec {
     s.parse().unwrap()
@@ -84,8 +85,8 @@ fn signed_roce(path: &std::path::Path) -> Vec<Vec<u8>> {
     out
 }
 
-fn two_namespaces(tag: &str) -> Netns {
-    let ns = Netns::new(tag, 2);
+fn two_namespaces(tag: &str) -> Namespaces {
+    let ns = Namespaces::new(tag, 2);
     ns.veth(0, "va", 1, "vb");
     ns
 }
@@ -337,9 +338,9 @@ fn unresolved_neighbour_gives_up_and_counts() {
 
 /// Whether the kernel in namespace `i` still holds `dev`'s IPv6 link-local
 /// address as tentative (duplicate address detection not done).
-fn link_local_tentative(ns: &Netns, i: usize, dev: &str) -> bool {
+fn link_local_tentative(ns: &Namespaces, i: usize, dev: &str) -> bool {
     let out = std::process::Command::new("ip")
-        .args(["netns", "exec", &ns.names[i], "ip", "-6", "addr", "show", "dev", dev, "scope", "link"])
+        .args(["netns", "exec", ns.name(i), "ip", "-6", "addr", "show", "dev", dev, "scope", "link"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -358,7 +359,7 @@ fn link_local_gids_resolve_while_the_kernel_still_checks_for_duplicates() {
     if skip_unless_root_with_ip("link_local_gids_resolve_while_the_kernel_still_checks_for_duplicates") {
         return;
     }
-    let ns = Netns::new("dad", 2);
+    let ns = Namespaces::new("dad", 2);
     for i in 0..2 {
         ns.exec(i, &["sysctl", "-qw", "net.ipv6.conf.default.dad_transmits=30"]);
     }
@@ -461,7 +462,7 @@ fn tap_link_multicast_through_a_snooping_bridge() {
     let mut mdb = String::new();
     for _ in 0..50 {
         let out = std::process::Command::new("ip")
-            .args(["netns", "exec", &ns.names[0], "bridge", "mdb", "show", "dev", "br0"])
+            .args(["netns", "exec", ns.name(0), "bridge", "mdb", "show", "dev", "br0"])
             .output()
             .unwrap();
         mdb = String::from_utf8_lossy(&out.stdout).into_owned();

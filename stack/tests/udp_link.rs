@@ -12,7 +12,7 @@ use uroce_stack::link::udp::{UdpLink, UdpOffload};
 use uroce_stack::link::{open, DeviceSpec, Integrity, Link, LinkError};
 use uroce_stack::live::LiveCapture;
 use uroce_stack::pcap::{LinkType, PcapReader};
-use uroce_stack::testnet::TestNet;
+use uroce_stack::testnet::{Namespaces, TestNet};
 use uroce_transport::icrc;
 
 fn udp(ip: &str) -> UdpLink {
@@ -202,7 +202,7 @@ fn signed_header_is_the_wire_header() {
     }
     // A namespace of its own: on the host's lo, the other tests running
     // beside this one can flood the capture until these frames are dropped.
-    let ns = Netns::new("signed", 1);
+    let ns = Namespaces::new("signed", 1);
     let _inside = ns.enter(0);
     let net = TestNet::new();
     let mut wire = LiveCapture::open("lo").unwrap();
@@ -344,7 +344,7 @@ fn ipv6_datagrams_with_a_zero_udp_checksum_reach_the_link() {
         println!("SKIP: ipv6_datagrams_with_a_zero_udp_checksum_reach_the_link: needs python3");
         return;
     }
-    let ns = Netns::new("zc6", 1);
+    let ns = Namespaces::new("zc6", 1);
     let mut link = {
         let _in = ns.enter(0);
         udp("::1")

@@ -8,6 +8,7 @@ use common::uroce;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use uroce_stack::testnet::Namespaces;
 
 fn capture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/captures").join(name)
@@ -101,30 +102,12 @@ fn bad_input_is_an_error_message_not_a_panic() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A network namespace with a veth pair, deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn create() -> Option<Netns> {
-        let name = format!("uroce-dump-{}", std::process::id());
-        let ok = |args: &[&str]| Command::new("ip").args(args).status().is_ok_and(|s| s.success());
-        if !ok(&["netns", "add", &name]) {
-            return None;
-        }
-        let ns = Netns(name.clone());
-        let steps: [&[&str]; 3] = [
-            &["-n", &name, "link", "add", "v0", "type", "veth", "peer", "name", "v1"],
-            &["-n", &name, "link", "set", "v0", "up"],
-            &["-n", &name, "link", "set", "v1", "up"],
-        ];
-        steps.iter().all(|s| ok(s)).then_some(ns)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
+/// A network namespace with a veth pair `v0`-`v1`, deleted on drop; why
+/// not, when it cannot be made.
+fn veth_namespace() -> Result<Namespaces, String> {
+    let ns = Namespaces::try_new("dump", 1)?;
+    ns.veth(0, "v0", 0, "v1");
+    Ok(ns)
 }
 
 const INJECT: &str = r#"
@@ -173,12 +156,15 @@ fn live_dump(extra: &[&str]) -> Option<Output> {
         println!("SKIP: python3 (used to inject frames) is not installed");
         return None;
     }
-    let Some(ns) = Netns::create() else {
-        println!("SKIP: could not create a network namespace with `ip netns add` (iproute2 missing?)");
-        return None;
+    let ns = match veth_namespace() {
+        Ok(ns) => ns,
+        Err(why) => {
+            println!("SKIP: could not create a network namespace: {why}");
+            return None;
+        }
     };
     let mut child = Command::new("ip")
-        .args(["netns", "exec", &ns.0])
+        .args(["netns", "exec", ns.name(0)])
         .arg(env!("CARGO_BIN_EXE_uroce"))
         .args(["dump", "-i", "v0", "-c", "5", "--duration", "30"])
         .args(extra)
@@ -193,7 +179,7 @@ fn live_dump(extra: &[&str]) -> Option<Output> {
     let mut injections = 0;
     while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(25) && injections < 20 {
         let _ = Command::new("ip")
-            .args(["netns", "exec", &ns.0, "python3", "-c", INJECT])
+            .args(["netns", "exec", ns.name(0), "python3", "-c", INJECT])
             .arg(if injections == 0 { &pcap } else { &six_good })
             .status();
         injections += 1;

@@ -13,19 +13,11 @@ use common::{fake_pingpong_server, skip_unless_root_with, uroce, wait_output};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use uroce_stack::testnet::Namespaces;
 
-fn ip(ns: Option<&str>, args: &[&str]) {
-    let mut cmd = Command::new("ip");
-    if let Some(ns) = ns {
-        cmd.args(["-n", ns]);
-    }
-    let out = cmd.args(args).output().expect("ip");
-    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// The two namespaces, deleted on drop.
+/// The two namespaces and the captures' directory, deleted on drop.
 struct Lab {
-    ns: [String; 2],
+    ns: Namespaces,
     dir: PathBuf,
 }
 
@@ -34,34 +26,24 @@ const B: usize = 1;
 
 impl Lab {
     fn new(tag: &str) -> Lab {
-        let pid = std::process::id();
         let lab = Lab {
-            ns: [format!("uroce-v6{tag}-{pid}-a"), format!("uroce-v6{tag}-{pid}-b")],
-            dir: std::env::temp_dir().join(format!("uroce-ipv6-{tag}-{pid}")),
+            ns: Namespaces::new(&format!("v6{tag}"), 2),
+            dir: std::env::temp_dir().join(format!("uroce-ipv6-{tag}-{}", std::process::id())),
         };
         std::fs::create_dir_all(&lab.dir).unwrap();
-        for n in &lab.ns {
-            let _ = Command::new("ip").args(["netns", "del", n]).output();
-            ip(None, &["netns", "add", n]);
-            ip(Some(n), &["link", "set", "lo", "up"]);
-        }
-        let (a, b) = (Some(lab.ns[A].as_str()), Some(lab.ns[B].as_str()));
-        ip(a, &["link", "add", "br0", "type", "bridge"]);
-        ip(
-            None,
-            &["link", "add", "va", "netns", &lab.ns[A], "type", "veth", "peer", "name", "vb", "netns", &lab.ns[B]],
-        );
-        ip(a, &["tuntap", "add", "ut0", "mode", "tap"]);
+        let ns = &lab.ns;
+        ns.ip(A, &["link", "add", "br0", "type", "bridge"]);
+        ns.veth(A, "va", B, "vb");
+        ns.ip(A, &["tuntap", "add", "ut0", "mode", "tap"]);
         for port in ["va", "ut0"] {
-            ip(a, &["link", "set", port, "master", "br0"]);
-            ip(a, &["link", "set", port, "up"]);
+            ns.ip(A, &["link", "set", port, "master", "br0"]);
+            ns.ip(A, &["link", "set", port, "up"]);
         }
-        ip(a, &["addr", "add", "198.18.12.1/24", "dev", "br0"]);
-        ip(a, &["addr", "add", "fd00:12::1/64", "dev", "br0"]);
-        ip(b, &["addr", "add", "198.18.12.2/24", "dev", "vb"]);
-        ip(b, &["addr", "add", "fd00:12::2/64", "dev", "vb"]);
-        ip(a, &["link", "set", "br0", "up"]);
-        ip(b, &["link", "set", "vb", "up"]);
+        ns.ip(A, &["addr", "add", "198.18.12.1/24", "dev", "br0"]);
+        ns.ip(A, &["addr", "add", "fd00:12::1/64", "dev", "br0"]);
+        ns.ip(B, &["addr", "add", "198.18.12.2/24", "dev", "vb"]);
+        ns.ip(B, &["addr", "add", "fd00:12::2/64", "dev", "vb"]);
+        ns.ip(A, &["link", "set", "br0", "up"]);
         lab
     }
 
@@ -71,7 +53,7 @@ impl Lab {
     fn link_local(&self, i: usize, dev: &str) -> String {
         for _ in 0..200 {
             let out = Command::new("ip")
-                .args(["-n", &self.ns[i], "-6", "addr", "show", "dev", dev, "scope", "link"])
+                .args(["-n", self.ns.name(i), "-6", "addr", "show", "dev", dev, "scope", "link"])
                 .output()
                 .expect("ip");
             let text = String::from_utf8_lossy(&out.stdout).to_string();
@@ -80,13 +62,13 @@ impl Lab {
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        panic!("{dev} in {} has no link-local address after 10 s", self.ns[i]);
+        panic!("{dev} in {} has no link-local address after 10 s", self.ns.name(i));
     }
 
     /// `uroce ARGS` in namespace `i`.
     fn uroce(&self, i: usize, args: &[&str]) -> std::process::Child {
         Command::new("ip")
-            .args(["netns", "exec", &self.ns[i], env!("CARGO_BIN_EXE_uroce")])
+            .args(["netns", "exec", self.ns.name(i), env!("CARGO_BIN_EXE_uroce")])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -96,8 +78,8 @@ impl Lab {
 
     /// Forgets every neighbour the kernels learnt (uroce's ends start empty).
     fn flush_neighbours(&self) {
-        for n in &self.ns {
-            ip(Some(n), &["neigh", "flush", "all"]);
+        for i in [A, B] {
+            self.ns.ip(i, &["neigh", "flush", "all"]);
         }
     }
 
@@ -108,9 +90,7 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        for n in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
+        // The namespaces go with `ns`.
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -262,7 +242,7 @@ fn a_peer_no_neighbour_answers_for_is_named() {
     }
     let lab = Lab::new("n");
     let mut server = Command::new("ip")
-        .args(["netns", "exec", &lab.ns[A], "python3", "-c", &fake_pingpong_server(18700, GHOST_ANSWER)])
+        .args(["netns", "exec", lab.ns.name(A), "python3", "-c", &fake_pingpong_server(18700, GHOST_ANSWER)])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

@@ -16,40 +16,15 @@ mod common;
 use common::{fake_pingpong_server, have, is_root};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("ip");
-    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
+use uroce_stack::testnet::Namespaces;
 
 /// Two namespaces joined by a veth, deleted on drop.
-struct Pair([String; 2]);
-
-impl Pair {
-    fn new() -> Pair {
-        let pid = std::process::id();
-        let pair = Pair([format!("uroce-arpx-{pid}-a"), format!("uroce-arpx-{pid}-b")]);
-        for n in &pair.0 {
-            let _ = Command::new("ip").args(["netns", "del", n]).output();
-            ip(&["netns", "add", n]);
-            ip(&["-n", n, "link", "set", "lo", "up"]);
-        }
-        let [a, b] = &pair.0;
-        ip(&["link", "add", "va", "netns", a, "type", "veth", "peer", "name", "vb", "netns", b]);
-        ip(&["-n", a, "addr", "add", "198.18.0.2/24", "dev", "va"]);
-        ip(&["-n", b, "addr", "add", "198.18.0.11/24", "dev", "vb"]);
-        ip(&["-n", a, "link", "set", "va", "up"]);
-        ip(&["-n", b, "link", "set", "vb", "up"]);
-        pair
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
+fn pair() -> Namespaces {
+    let ns = Namespaces::new("arpx", 2);
+    ns.veth(0, "va", 1, "vb");
+    ns.ip(0, &["addr", "add", "198.18.0.2/24", "dev", "va"]);
+    ns.ip(1, &["addr", "add", "198.18.0.11/24", "dev", "vb"]);
+    ns
 }
 
 /// ibv_rc_pingpong's server (port 18515) as the kernel's rxe runs it, for
@@ -105,8 +80,8 @@ fn packet_link_client_answers_arp_during_the_exchange() {
         println!("SKIP: packet_link_client_answers_arp_during_the_exchange needs ip (iproute2) and python3");
         return;
     }
-    let ns = Pair::new();
-    let [a, b] = &ns.0;
+    let ns = pair();
+    let (a, b) = (ns.name(0), ns.name(1));
     let mut server = Command::new("ip")
         .args(["netns", "exec", b, "python3", "-c", &fake_pingpong_server(18515, RESOLVE_THEN_ANSWER)])
         .stdout(Stdio::piped())

@@ -16,7 +16,8 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 use uroce_stack::link::impair::{Faults, ImpairConfig};
-use uroce_stack::link::netns::{is_root, NetnsGuard};
+use uroce_stack::link::netns::is_root;
+use uroce_stack::testnet::Namespaces;
 use uroce_verbs::testing::{connect_pair, PairSpec, RcPair};
 use uroce_verbs::*;
 
@@ -67,32 +68,11 @@ enum Path {
 
 /// A network namespace of the test's own holding a veth pair `va`-`vb`;
 /// deleted on drop.
-struct Veth(String);
-
-impl Veth {
-    fn new(tag: &str) -> Veth {
-        let name = format!("uroce-lm-{tag}-{}", std::process::id());
-        let ip = |args: &[&str]| {
-            let out = Command::new("ip").args(args).output().expect("ip");
-            assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        };
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        ip(&["netns", "add", &name]);
-        let veth = Veth(name);
-        ip(&["-n", &veth.0, "link", "add", "va", "type", "veth", "peer", "name", "vb"]);
-        for dev in ["va", "vb", "lo"] {
-            ip(&["-n", &veth.0, "link", "set", dev, "up"]);
-        }
-        veth
-    }
+fn veth_namespace(tag: &str) -> Namespaces {
+    let ns = Namespaces::new(&format!("lm-{tag}"), 1);
+    ns.veth(0, "va", 0, "vb");
+    ns
 }
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
-}
-
 /// The two QPs a cell runs on, and their CQs.
 struct Ends<'a> {
     a: &'a Qp,
@@ -101,7 +81,7 @@ struct Ends<'a> {
     cq_b: &'a Cq,
 }
 
-fn open(path: Path, faults: Option<(Faults, Faults)>, seed: u64, tag: &str) -> (RcPair, Regions, Option<Veth>) {
+fn open(path: Path, faults: Option<(Faults, Faults)>, seed: u64, tag: &str) -> (RcPair, Regions, Option<Namespaces>) {
     let impair_a = faults.map(|(tx, rx)| ImpairConfig { seed, tx, rx });
     let spec = PairSpec {
         impair_a,
@@ -112,9 +92,9 @@ fn open(path: Path, faults: Option<(Faults, Faults)>, seed: u64, tag: &str) -> (
     };
     let (p, veth) = match path {
         Path::Packet => {
-            let veth = Veth::new(tag);
+            let veth = veth_namespace(tag);
             // Sockets opened (and progress threads started) inside stay there.
-            let _in = NetnsGuard::enter(&veth.0).expect("enter the test's namespace");
+            let _in = veth.enter(0);
             // Every packet test opens these two names, each in its own
             // namespace: distinct devices, with options of their own.
             let a = |o: &OpenOptions| Device::open_with(DEV_A, o);
@@ -421,9 +401,9 @@ fn one_spec_in_two_namespaces_opens_two_devices() {
         println!("SKIP: {name} needs root (network namespaces, a veth, AF_PACKET) and ip (iproute2)");
         return;
     }
-    let (one, two) = (Veth::new("ns1"), Veth::new("ns2"));
-    let open_in = |veth: &Veth, progress| {
-        let _in = NetnsGuard::enter(&veth.0).expect("enter the test's namespace");
+    let (one, two) = (veth_namespace("ns1"), veth_namespace("ns2"));
+    let open_in = |veth: &Namespaces, progress| {
+        let _in = veth.enter(0);
         Device::open_with(DEV_A, &OpenOptions { progress, ..OpenOptions::default() })
     };
     let first = open_in(&one, Progress::Manual).expect("the device in the first namespace");

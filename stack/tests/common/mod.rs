@@ -3,9 +3,8 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use uroce_stack::link::netns::NetnsGuard;
 use uroce_stack::link::{Link, RxBatch, RxDatagram, TxDatagram};
 use uroce_stack::pcap::PcapReader;
 use uroce_transport::wire::{BthRepr, Opcode, RoceRepr};
@@ -52,80 +51,6 @@ pub fn skip_unless_root_with_ip(test: &str) -> bool {
 pub fn run(args: &[&str]) {
     let out = Command::new(args[0]).args(&args[1..]).output().expect("run command");
     assert!(out.status.success(), "{:?} failed: {}", args, String::from_utf8_lossy(&out.stderr));
-}
-
-/// Network namespaces (and their veths) made for one test, deleted on drop.
-pub struct Netns {
-    pub names: Vec<String>,
-}
-
-impl Netns {
-    /// `count` namespaces named `uroce-<tag>-<pid>-<i>`.
-    pub fn new(tag: &str, count: usize) -> Netns {
-        let pid = std::process::id();
-        let mut ns = Netns { names: Vec::new() };
-        for i in 0..count {
-            let name = format!("uroce-{tag}-{pid}-{i}");
-            let _ = Command::new("ip").args(["netns", "del", &name]).output();
-            run(&["ip", "netns", "add", &name]);
-            ns.names.push(name.clone());
-            ns.exec(i, &["ip", "link", "set", "lo", "up"]);
-        }
-        ns
-    }
-
-    /// Runs a command in namespace `i`.
-    pub fn exec(&self, i: usize, args: &[&str]) {
-        let mut full = vec!["ip", "netns", "exec", &self.names[i]];
-        full.extend_from_slice(args);
-        run(&full);
-    }
-
-    /// Spawns a command in namespace `i`.
-    pub fn spawn(&self, i: usize, args: &[&str]) -> Child {
-        Command::new("ip")
-            .args(["netns", "exec", &self.names[i]])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn in netns")
-    }
-
-    /// A veth pair `a` in namespace `i` and `b` in namespace `j`, both up.
-    pub fn veth(&self, i: usize, a: &str, j: usize, b: &str) {
-        run(&[
-            "ip",
-            "link",
-            "add",
-            a,
-            "netns",
-            &self.names[i],
-            "type",
-            "veth",
-            "peer",
-            "name",
-            b,
-            "netns",
-            &self.names[j],
-        ]);
-        self.exec(i, &["ip", "link", "set", a, "up"]);
-        self.exec(j, &["ip", "link", "set", b, "up"]);
-    }
-
-    /// Puts this thread in namespace `i` until the guard drops (sockets
-    /// opened meanwhile stay in that namespace).
-    pub fn enter(&self, i: usize) -> NetnsGuard {
-        NetnsGuard::enter(&self.names[i]).expect("enter netns")
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in &self.names {
-            let _ = Command::new("ip").args(["netns", "del", n]).output();
-        }
-    }
 }
 
 /// One receive on `link`, each datagram it brought handed to `f`; how many.
