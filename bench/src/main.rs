@@ -46,7 +46,7 @@ enum Cmd {
         #[arg(long, default_value_t = 0.5)]
         secs: f64,
     },
-    /// Nanoseconds per clock read and per empty non-blocking UDP receive (a system call that finds nothing)
+    /// Nanoseconds per clock read, per empty non-blocking UDP receive (a system call that finds nothing), and per cache-line hand-off between two cores
     SyscallCost {
         #[arg(long, default_value_t = 0.3)]
         secs: f64,
@@ -154,6 +154,7 @@ fn run(cmd: Cmd) -> Result<(), String> {
         Cmd::SyscallCost { secs: s } => {
             let (clock, recv) = rate::syscall_costs(secs(s))?;
             println!("clock_read_ns {clock:.1}\nempty_udp_recv_ns {recv:.1}");
+            println!("cache_line_handoff_ns {:.1}", rate::cache_line_handoff_ns(secs(s)));
         }
         Cmd::TcpServer { addr, wait } => println!("{:.3}", baseline::tcp_server(addr, Duration::from_secs(wait))?),
         Cmd::TcpClient { addr, secs: s } => baseline::tcp_client(addr, secs(s))?,

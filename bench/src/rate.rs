@@ -2,6 +2,8 @@
 //! RoCEv2 packets with 4 KiB of payload, as the links run it per packet.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uroce_transport::icrc;
 
@@ -91,4 +93,51 @@ pub fn syscall_costs(time: Duration) -> Result<(f64, f64), String> {
         let _ = black_box(sock.recv(&mut buf));
     });
     Ok((clock, recv))
+}
+
+/// A counter on a cache line of its own.
+#[repr(align(128))]
+struct Line(AtomicU64);
+
+/// Nanoseconds for a value one thread stores to be seen by a thread on
+/// another core: two threads hand a counter back and forth through two
+/// atomics on lines of their own, and this is half a round trip. Every
+/// same-host datagram pays a few of these in sequence (the ring's index,
+/// the slot, the index back), so it sets a floor under same-host latency
+/// that differs from machine to machine. Bounded by `time` and by a count;
+/// on one CPU each hand-off waits for a reschedule and the figure says so.
+pub fn cache_line_handoff_ns(time: Duration) -> f64 {
+    let (ping, pong) = (Arc::new(Line(AtomicU64::new(0))), Arc::new(Line(AtomicU64::new(0))));
+    let stop = Arc::new(AtomicBool::new(false));
+    let peer = {
+        let (ping, pong, stop) = (ping.clone(), pong.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut seen = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let v = ping.0.load(Ordering::Acquire);
+                if v != seen {
+                    seen = v;
+                    pong.0.store(v, Ordering::Release);
+                }
+            }
+        })
+    };
+    let start = Instant::now();
+    let mut n = 0u64;
+    'run: while n < 1_000_000 && (!n.is_multiple_of(256) || start.elapsed() < time) {
+        n += 1;
+        ping.0.store(n, Ordering::Release);
+        let mut spins = 0u64;
+        while pong.0.load(Ordering::Acquire) != n {
+            spins += 1;
+            if spins.is_multiple_of(4096) && start.elapsed() > 2 * time {
+                n -= 1;
+                break 'run;
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let _ = peer.join();
+    elapsed.as_nanos() as f64 / n.max(1) as f64 / 2.0
 }

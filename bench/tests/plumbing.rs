@@ -94,4 +94,6 @@ fn the_rates_give_a_figure() {
     assert!(rate::icrc_gbps(4096, std::time::Duration::from_millis(20)) > 0.0);
     let (clock, recv) = rate::syscall_costs(std::time::Duration::from_millis(20)).unwrap();
     assert!(clock > 0.0 && recv > 0.0);
+    let handoff = rate::cache_line_handoff_ns(std::time::Duration::from_millis(20));
+    assert!(handoff.is_finite() && handoff > 0.0, "{handoff}");
 }
