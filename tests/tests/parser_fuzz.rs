@@ -62,7 +62,7 @@ fn a_million_hostile_frames_never_panic() {
     let mut dumper = Dumper::new(false);
     let mut verbose = Dumper::new(true);
     let mut text = String::new();
-    let mut seen = [0u64; 4];
+    let mut seen = [0u64; 5];
     for i in 0..FRAMES {
         let seed = &seeds[rng.gen_range(0..seeds.len())];
         let frame = mutate(&mut rng, seed);
@@ -82,7 +82,10 @@ fn a_million_hostile_frames_never_panic() {
         }
     }
     assert_eq!(dumper.summary.frames + verbose.summary.frames, FRAMES);
-    for (kind, n) in [Verdict::NotRoce, Verdict::IcrcOk, Verdict::IcrcBad, Verdict::Malformed].iter().zip(seen) {
+    // (Sealed, a zero ICRC under the authenticated mode's mark, is rare in
+    // mutations of rxe's traffic: not required.)
+    for kind in [Verdict::NotRoce, Verdict::IcrcOk, Verdict::IcrcBad, Verdict::Malformed] {
+        let n = seen[kind as usize];
         assert!(n > 1000, "mutations produced only {n} frames judged {kind:?}");
     }
 }
