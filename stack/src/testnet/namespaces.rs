@@ -1,8 +1,8 @@
 //! Network namespaces for tests that need a real interface (a veth, a
 //! bridge, a TAP): made by `ip netns add`, deleted on drop, and named after
-//! the test's tag, process and a count so that tests of one binary, and test
-//! binaries run in parallel, never share one. Root only (CI runs as root); a test
-//! without root skips before it asks for one.
+//! the test's tag, process and a count so that tests of one binary, and
+//! test binaries run in parallel, never share one. Root only (CI runs as
+//! root); a test without root skips before it asks for one.
 
 use crate::link::netns::NetnsGuard;
 use std::process::{Child, Command, Stdio};
