@@ -425,13 +425,21 @@ mod test {
 
     #[test]
     fn a_full_ring_refuses_and_a_too_long_datagram_is_dropped() {
-        let (map, _fd) = SharedMap::create().unwrap();
+        let (map, fd) = SharedMap::create().unwrap();
         let mut a = RingPair::new(map, 0);
         assert!(!a.push(1, &[&vec![0u8; SLOT_DATA + 1]]));
         for _ in 0..RING_SLOTS {
             assert!(a.push(1, &[b"x"]));
         }
         assert!(!a.push(1, &[b"x"]), "full until the reader releases");
+        a.publish();
+        let mut b = RingPair::new(SharedMap::open(&fd).unwrap(), 1);
+        let mut buf = vec![0u8; SLOT_DATA];
+        assert_eq!(b.pop(&mut buf), Ok(Some((1, 1))));
+        assert!(!a.push(1, &[b"x"]), "a slot read but not yet released is still the reader's");
+        b.release();
+        assert!(a.push(1, &[b"x"]), "released: the writer reads the head again");
+        assert!(!a.push(1, &[b"x"]), "and the ring is full again");
     }
 
     #[test]
