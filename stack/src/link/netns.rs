@@ -15,6 +15,14 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// The calling thread's network namespace, as the kernel names it
+/// (`net:[INODE]`); `None` where /proc cannot tell.
+pub fn current() -> Option<String> {
+    std::fs::read_link(THREAD_NETNS).ok().map(|p| p.display().to_string())
+}
+
+const THREAD_NETNS: &str = "/proc/thread-self/ns/net";
+
 /// The calling thread is in another network namespace until this is dropped.
 pub struct NetnsGuard {
     home: File,
@@ -23,7 +31,7 @@ pub struct NetnsGuard {
 impl NetnsGuard {
     /// Enters `/var/run/netns/NAME` (needs CAP_SYS_ADMIN).
     pub fn enter(name: &str) -> io::Result<NetnsGuard> {
-        let home = File::open("/proc/thread-self/ns/net")?;
+        let home = File::open(THREAD_NETNS)?;
         let target = File::open(format!("/var/run/netns/{name}"))?;
         setns_net(&target)?;
         Ok(NetnsGuard { home })

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use uroce_stack::frame::{FrameError, ParsedFrame};
 use uroce_stack::live::LiveCapture;
 use uroce_stack::pcap::{LinkType, PcapReader, PcapWriter};
-use uroce_transport::engine::{marked_authenticated, AUTH_TRAILER_LEN};
+use uroce_transport::engine::{marked_authenticated, sealed_parts, Sealed};
 use uroce_transport::icrc;
-use uroce_transport::wire::{RocePacket, RoceRepr, ICRC_LEN};
+use uroce_transport::wire::{RocePacket, RoceRepr};
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct DumpArgs {
@@ -135,8 +135,8 @@ pub(crate) struct Decoded<'a> {
     pub repr: RoceRepr,
     pub icrc_carried: u32,
     pub icrc_expected: u32,
-    /// A sealed packet's trailer: the nonce counter, then the MAC's tag.
-    pub trailer: Option<&'a [u8]>,
+    /// A sealed packet's parts (its trailer: the nonce counter, the tag).
+    pub sealed: Option<Sealed<'a>>,
 }
 
 impl Decoded<'_> {
@@ -145,7 +145,7 @@ impl Decoded<'_> {
     pub fn icrc_verdict(&self) -> Verdict {
         if self.icrc_carried == self.icrc_expected {
             Verdict::IcrcOk
-        } else if self.icrc_carried == 0 && self.trailer.is_some() {
+        } else if self.icrc_carried == 0 && self.sealed.is_some() {
             Verdict::Sealed
         } else {
             Verdict::IcrcBad
@@ -201,19 +201,11 @@ impl Dumper {
 #[allow(clippy::type_complexity)]
 fn decode(link: LinkType, data: &[u8]) -> Result<Result<Decoded<'_>, (ParsedFrame<'_>, String)>, FrameError> {
     let frame = link.parse_frame(data)?;
-    // A sealed packet is BTH .. pad, the trailer, the ICRC: parsed up to the
-    // trailer's end less the ICRC's four bytes, so that the headers and the
-    // payload are read as the peer's engine reads them.
+    // A sealed packet is parsed without its trailer, as the peer's engine
+    // parses it.
     let roce = frame.roce;
-    let sealed = marked_authenticated(roce) && roce.len() >= AUTH_TRAILER_LEN + ICRC_LEN + 12;
-    let (parsed, trailer) = match sealed {
-        true => {
-            let at = roce.len() - ICRC_LEN - AUTH_TRAILER_LEN;
-            (&roce[..at + ICRC_LEN], Some(&roce[at..roce.len() - ICRC_LEN]))
-        }
-        false => (roce, None),
-    };
-    let packet = match RocePacket::new_checked(parsed) {
+    let sealed = if marked_authenticated(roce) { sealed_parts(roce) } else { None };
+    let packet = match RocePacket::new_checked(sealed.map_or(roce, |s| s.packet)) {
         Ok(p) => p,
         Err(e) => return Ok(Err((frame, format!("transport headers {e}")))),
     };
@@ -226,7 +218,7 @@ fn decode(link: LinkType, data: &[u8]) -> Result<Result<Decoded<'_>, (ParsedFram
         Err(e) => return Ok(Err((frame, e.to_string()))),
     };
     let icrc_carried = icrc::carried(roce).unwrap_or(0);
-    Ok(Ok(Decoded { frame, packet, repr, icrc_carried, icrc_expected, trailer }))
+    Ok(Ok(Decoded { frame, packet, repr, icrc_carried, icrc_expected, sealed }))
 }
 
 /// Runs `uroce dump`; exit status 0, 1 (`--check` failed) or 2 (could not run).

@@ -173,14 +173,13 @@ pub(crate) fn packet(out: &mut String, number: u64, rel: Duration, frame_len: us
     if !pad.is_empty() {
         let _ = writeln!(out, "  Pad       {} bytes {:02x?} (to a 4-byte boundary)", pad.len(), pad);
     }
-    if let Some(t) = d.trailer {
+    if let Some(s) = d.sealed {
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-        let (nonce, tag) = t.split_at(8);
         let _ = writeln!(
             out,
             "  Trailer   nonce counter 0x{}  GMAC tag 0x{}  (uroce's authenticated mode)",
-            hex(nonce),
-            hex(tag)
+            hex(s.nonce),
+            hex(s.tag)
         );
     }
     let carried = d.icrc_carried;

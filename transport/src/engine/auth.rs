@@ -56,6 +56,29 @@ pub fn marked_authenticated(roce: &[u8]) -> bool {
     Bth::new_checked(roce).is_ok_and(|bth| bth.resv7() & AUTH_MARK != 0)
 }
 
+/// A sealed packet taken apart: BTH .. pad, then the trailer (nonce counter,
+/// tag), then the ICRC slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sealed<'a> {
+    /// The packet as the parser reads it: BTH .. pad and four more bytes
+    /// where the parser expects the ICRC (the trailer's first four, unread).
+    pub packet: &'a [u8],
+    /// The body the tag covers: BTH .. pad.
+    pub body: &'a [u8],
+    /// The nonce counter (big-endian) and the GMAC tag.
+    pub nonce: &'a [u8],
+    pub tag: &'a [u8],
+}
+
+/// `data` (BTH .. trailer, ICRC) taken apart as a sealed packet; `None` when
+/// it is too short to hold a BTH, a trailer and an ICRC.
+pub fn sealed_parts(data: &[u8]) -> Option<Sealed<'_>> {
+    let body = data.len().checked_sub(AUTH_TRAILER_LEN + 4).filter(|&b| b >= 12)?;
+    let trailer = &data[body..body + AUTH_TRAILER_LEN];
+    let (nonce, tag) = trailer.split_at(NONCE_COUNTER_LEN);
+    Some(Sealed { packet: &data[..body + 4], body: &data[..body], nonce, tag })
+}
+
 /// The bytes the trailer adds to every packet of an authenticated QP: the
 /// nonce counter, then the tag.
 pub const AUTH_TRAILER_LEN: usize = NONCE_COUNTER_LEN + TAG_LEN;
@@ -160,16 +183,12 @@ impl Auth {
     /// (the parser's four ICRC bytes are the trailer's first four, unread)
     /// when it is good.
     pub fn open<'a>(&mut self, data: &'a [u8], from: End, to: End, qp_type: QpType) -> Result<&'a [u8], Refused> {
-        let Some(body) = data.len().checked_sub(AUTH_TRAILER_LEN + 4).filter(|&b| b >= 12) else {
-            return Err(Refused::BadMac);
-        };
-        let (seq, psn) = sequence_of(&data[..body], false);
+        let Some(sealed) = sealed_parts(data) else { return Err(Refused::BadMac) };
+        let (seq, psn) = sequence_of(sealed.body, false);
         let ext = decode(self.reference(seq), psn);
-        let trailer = &data[body..body + AUTH_TRAILER_LEN];
-        let (counter, sent_tag) = trailer.split_at(NONCE_COUNTER_LEN);
-        let counter = u64::from_be_bytes(counter.try_into().map_err(|_| Refused::BadMac)?);
+        let counter = u64::from_be_bytes(sealed.nonce.try_into().map_err(|_| Refused::BadMac)?);
         let key = key_for(&mut self.recv, &self.key, Direction { from, to });
-        if !constant_time_eq(&tag(key, counter, ext, &data[..body]), sent_tag) {
+        if !constant_time_eq(&tag(key, counter, ext, sealed.body), sealed.tag) {
             return Err(Refused::BadMac);
         }
         if qp_type == QpType::Uc && seq == Sequence::Peers {
@@ -179,7 +198,7 @@ impl Auth {
             self.uc_last = Some(ext);
         }
         self.advance(seq, ext);
-        Ok(&data[..body + 4])
+        Ok(sealed.packet)
     }
 
     fn reference(&self, seq: Sequence) -> u64 {

@@ -25,7 +25,7 @@
 
 mod attr;
 mod auth;
-pub use auth::{marked_authenticated, AUTH_MARK, AUTH_TRAILER_LEN};
+pub use auth::{marked_authenticated, sealed_parts, Sealed, AUTH_MARK, AUTH_TRAILER_LEN};
 mod completer;
 mod counters;
 mod cq;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use uroce_stack::link::{self, Capture, Impair, OpenedLink};
 use uroce_transport::Seed;
 
-/// The devices open in this process, by the spec they were opened with.
+/// The devices open in this process, by spec and network namespace.
 static OPEN: Mutex<Vec<(Key, Weak<DeviceOwner>)>> = Mutex::new(Vec::new());
 
 /// What names one device: its spec, in the network namespace the opening
@@ -24,8 +24,7 @@ impl Key {
     /// `spec` in the calling thread's namespace (its `net:[INODE]`; empty
     /// where /proc cannot tell, as if every open were in one namespace).
     fn here(spec: &str) -> Key {
-        let netns = std::fs::read_link("/proc/thread-self/ns/net").map(|p| p.display().to_string());
-        Key { spec: spec.to_string(), netns: netns.unwrap_or_default() }
+        Key { spec: spec.to_string(), netns: uroce_stack::link::netns::current().unwrap_or_default() }
     }
 }
 
