@@ -86,10 +86,8 @@ impl PacketLink {
         } else {
             // Given addresses are on-link with the interface's prefix if it has one there.
             let v4 = ipv4.map(|ip| {
-                let prefix = on_if
-                    .iter()
-                    .find(|a| a.ip.is_ipv4() && prefix_contains(a.ip, a.prefix_len, IpAddr::V4(ip)))
-                    .map_or(0, |a| a.prefix_len);
+                let prefix =
+                    on_if.iter().find(|a| a.ip.is_ipv4() && a.contains(IpAddr::V4(ip))).map_or(0, |a| a.prefix_len);
                 (ip, prefix)
             });
             (v4, ipv6.iter().copied().collect())
@@ -131,19 +129,5 @@ impl PacketLink {
     /// The neighbour cache (for inspection).
     pub fn neighbours(&self) -> &NeighbourCache {
         self.0.neighbours()
-    }
-}
-
-pub(crate) fn prefix_contains(net: IpAddr, len: u8, ip: IpAddr) -> bool {
-    match (net, ip) {
-        (IpAddr::V4(n), IpAddr::V4(a)) => {
-            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
-            u32::from(n) & mask == u32::from(a) & mask
-        }
-        (IpAddr::V6(n), IpAddr::V6(a)) => {
-            let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
-            u128::from(n) & mask == u128::from(a) & mask
-        }
-        _ => false,
     }
 }

@@ -13,6 +13,24 @@ pub struct IfAddr {
     pub prefix_len: u8,
 }
 
+impl IfAddr {
+    /// Whether `ip` is inside this address's prefix (the same family).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let len = self.prefix_len;
+        match (self.ip, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
 fn prefix_of(mask: &[u8]) -> u8 {
     mask.iter().map(|b| b.count_ones() as u8).sum()
 }
@@ -129,20 +147,6 @@ pub fn set_up(name: &str) -> io::Result<()> {
     ioctl(libc::SIOCSIFFLAGS, &mut r)
 }
 
-fn in_prefix(net: IpAddr, len: u8, ip: IpAddr) -> bool {
-    match (net, ip) {
-        (IpAddr::V4(n), IpAddr::V4(a)) => {
-            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
-            u32::from(n) & mask == u32::from(a) & mask
-        }
-        (IpAddr::V6(n), IpAddr::V6(a)) => {
-            let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
-            u128::from(n) & mask == u128::from(a) & mask
-        }
-        _ => false,
-    }
-}
-
 /// The interface holding `ip`, or else the one whose prefix contains it
 /// (127.0.0.2 is on `lo` through 127.0.0.1/8).
 pub fn interface_of(ip: IpAddr) -> Option<String> {
@@ -150,7 +154,7 @@ pub fn interface_of(ip: IpAddr) -> Option<String> {
     if let Some(a) = all.iter().find(|a| a.ip == ip) {
         return Some(a.ifname.clone());
     }
-    all.into_iter().filter(|a| in_prefix(a.ip, a.prefix_len, ip)).max_by_key(|a| a.prefix_len).map(|a| a.ifname)
+    all.into_iter().filter(|a| a.contains(ip)).max_by_key(|a| a.prefix_len).map(|a| a.ifname)
 }
 
 /// What the kernel's table says of an IPv6 address on one interface.
@@ -187,6 +191,21 @@ fn ipv6_state_in(table: &str, ip: Ipv6Addr, ifname: &str) -> Ipv6State {
 #[cfg(test)]
 mod test {
     use super::*;
+
+    #[test]
+    fn an_address_contains_what_its_prefix_covers_in_its_own_family() {
+        let at = |ip: &str, prefix_len| IfAddr { ifname: "x".into(), ip: ip.parse().unwrap(), prefix_len };
+        let lo = at("127.0.0.1", 8);
+        assert!(lo.contains("127.0.0.2".parse().unwrap()));
+        assert!(!lo.contains("128.0.0.1".parse().unwrap()));
+        assert!(!lo.contains("::1".parse().unwrap()), "another family is never inside");
+        assert!(at("10.1.2.3", 0).contains("192.168.0.1".parse().unwrap()), "/0 covers the family");
+        assert!(at("10.1.2.3", 32).contains("10.1.2.3".parse().unwrap()));
+        assert!(!at("10.1.2.3", 32).contains("10.1.2.4".parse().unwrap()));
+        let v6 = at("fd00:12::2", 64);
+        assert!(v6.contains("fd00:12::99".parse().unwrap()));
+        assert!(!v6.contains("fd00:13::2".parse().unwrap()));
+    }
 
     #[test]
     fn the_address_table_tells_tentative_from_ready_and_absent() {
