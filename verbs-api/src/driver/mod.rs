@@ -55,6 +55,8 @@ pub(crate) struct Core {
     link: Box<dyn Link>,
     /// What the link last received, handed to the engine as one batch.
     rx: RxBatch,
+    /// When that batch was taken in (one clock read per batch).
+    rx_at: Instant,
     /// Transmit buffers, reused by whichever thread sends.
     tx: TxBatch,
     /// Whether lone ACKs wait for the next request (delayed ACKs).
@@ -146,6 +148,7 @@ impl Driver {
                 engine,
                 link,
                 rx: RxBatch::new(),
+                rx_at: Instant::from_nanos(0),
                 tx: TxBatch::new(),
                 ack_hold: AckHold::new(opts.ack_delay.unwrap_or(tx::ACK_HOLD)),
                 armed: Vec::new(),
@@ -275,7 +278,7 @@ impl Core {
     /// Takes one receive's batch from the link, then hands the whole batch
     /// to the engine; how many packets.
     pub(crate) fn receive(&mut self, now: impl Fn() -> Instant, wait: std::time::Duration) -> usize {
-        let Core { link, engine, rx, .. } = self;
+        let Core { link, engine, rx, rx_at, .. } = self;
         rx.clear();
         if let Err(e) = link.recv(wait, rx) {
             tracing::warn!("uroce: receiving from the link failed: {e}");
@@ -285,6 +288,7 @@ impl Core {
         }
         // One clock read per batch: its packets arrived together.
         let at = now();
+        *rx_at = at;
         for d in rx.iter() {
             let meta = RxMeta {
                 src_gid: Gid::from_ip(d.peer),
@@ -381,9 +385,9 @@ impl Core {
     }
 
     /// Destroys QP `qpn` and lets go of its number. The ACKs it owes leave
-    /// first: a round takes packets in and sends their ACKs under two takes
-    /// of the lock, and an application that saw a completion in between
-    /// may destroy the QP there.
+    /// first: a round that drains several batches takes packets in and
+    /// sends their ACKs under two takes of the lock, and an application
+    /// that saw a completion in between may destroy the QP there.
     pub fn destroy_qp(&mut self, qpn: u32) {
         self.send_owed_acks(qpn);
         let _ = self.engine.destroy_qp(qpn);

@@ -53,38 +53,44 @@ impl Driver {
     }
 
     /// A round that starts with the lock already taken.
-    fn round_from(&self, mut core: MutexGuard<'_, Core>, wait: Duration, hold_acks: bool) -> usize {
+    fn round_from<'a>(&'a self, mut core: MutexGuard<'a, Core>, wait: Duration, hold_acks: bool) -> usize {
         let start = self.now();
         let sent = core.flush_tx(start, hold_acks);
         let received = core.receive(|| self.now(), wait);
-        drop(core);
         let mut moved = sent + received;
         // Take in everything already queued before any timer fires: a thread
         // that was not scheduled for a while must see the ACKs that arrived
         // meanwhile, not retransmit as if they had not. A first batch smaller
         // than any link asks for found the queue empty: nothing to drain, and
         // no second recvmmsg between a ping-pong's packet and the
-        // application that waits for it.
-        for _ in 0..MAX_DRAIN_BATCHES * usize::from(received >= MIN_RECEIVE_BATCH) {
-            match self.lock().receive(|| self.now(), Duration::ZERO) {
-                0 => break,
-                n => moved += n,
+        // application that waits for it (nor a second take of the lock).
+        if received >= MIN_RECEIVE_BATCH {
+            drop(core);
+            for _ in 0..MAX_DRAIN_BATCHES {
+                match self.lock().receive(|| self.now(), Duration::ZERO) {
+                    0 => break,
+                    n => moved += n,
+                }
             }
+            core = self.lock();
         }
-        let (fired, async_events, cm_events, stats, wake) = {
-            let mut core = self.lock();
-            // A round that took nothing in and waited for nothing is a
-            // system call old: its first clock read will do.
-            let now = if received > 0 || !wait.is_zero() { self.now() } else { start };
-            if core.engine.poll_timeout().is_some_and(|t| t <= now) {
-                core.engine.handle_timeout(now);
-            }
-            let cm_events = core.with_qp1(|qp1, engine| qp1.serve(engine, now));
-            moved += core.flush_tx(now, hold_acks);
-            let wake = core.ack_hold.take_wake_thread();
-            let stats = self.publish_due(now).then(|| core.stats());
-            (core.take_fired(), core.take_async_events(), cm_events, stats, wake)
+        // The clock for timers: when the last batch came in (read then), or,
+        // for a round that took nothing in and waited for nothing, a system
+        // call old, its first read.
+        let now = match (received, wait.is_zero()) {
+            (1.., _) => core.rx_at,
+            (0, false) => self.now(),
+            (0, true) => start,
         };
+        if core.engine.poll_timeout().is_some_and(|t| t <= now) {
+            core.engine.handle_timeout(now);
+        }
+        let cm_events = core.with_qp1(|qp1, engine| qp1.serve(engine, now));
+        moved += core.flush_tx(now, hold_acks);
+        let wake = core.ack_hold.take_wake_thread();
+        let stats = self.publish_due(now).then(|| core.stats());
+        let (fired, async_events) = (core.take_fired(), core.take_async_events());
+        drop(core);
         if wake {
             self.ring();
         }
