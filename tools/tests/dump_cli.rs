@@ -73,6 +73,33 @@ fn verbose_explains_every_header() {
     }
 }
 
+/// A packet with the authenticated mode's mark but a real ICRC (a sender
+/// that sets the reserved bit for its own reasons) is a plain packet: its
+/// last 24 bytes are payload, not a trailer. Only a zero ICRC, which uroce
+/// leaves on what it seals, makes a marked packet sealed.
+#[test]
+fn a_marked_packet_with_a_real_icrc_is_read_as_plain() {
+    let mut pcap = std::fs::read(capture("rdma_write.pcap")).unwrap();
+    // Record 2 (an RDMA WRITE MIDDLE of 1024 bytes): 24-byte file header,
+    // then a 16-byte header before each frame; Ethernet, IPv4, UDP, BTH.
+    let frame_len = |at: usize| u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
+    let second = 24 + 16 + frame_len(24);
+    let frame = second + 16..second + 16 + frame_len(second);
+    let resv7 = frame.start + 14 + 20 + 8 + 8;
+    pcap[resv7] |= uroce_transport::engine::AUTH_MARK;
+    uroce_transport::icrc::fill(&mut pcap[frame.start + 14..frame.end]).unwrap();
+    let dir = std::env::temp_dir().join(format!("uroce-dump-mark-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let marked = dir.join("marked.pcap");
+    std::fs::write(&marked, &pcap).unwrap();
+    let (code, out, err) = dump(&["--check", marked.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, 0, "{err}");
+    let line = out.lines().nth(1).unwrap();
+    assert!(line.contains("RC_RDMA_WRITE_MIDDLE") && line.ends_with(" len=1024 ICRC ok"), "{line}");
+    assert!(!out.contains("sealed"), "{out}");
+}
+
 #[test]
 fn bad_input_is_an_error_message_not_a_panic() {
     let dir = std::env::temp_dir().join(format!("uroce-dump-cli-{}", std::process::id()));

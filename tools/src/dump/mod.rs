@@ -202,9 +202,12 @@ impl Dumper {
 fn decode(link: LinkType, data: &[u8]) -> Result<Result<Decoded<'_>, (ParsedFrame<'_>, String)>, FrameError> {
     let frame = link.parse_frame(data)?;
     // A sealed packet is parsed without its trailer, as the peer's engine
-    // parses it.
+    // parses it. Sealed means marked and with the zero ICRC uroce leaves
+    // on what it seals: a marked packet with a real ICRC came from a
+    // sender that set the reserved bit for its own reasons, and its last
+    // bytes are payload.
     let roce = frame.roce;
-    let sealed = if marked_authenticated(roce) { sealed_parts(roce) } else { None };
+    let sealed = if marked_authenticated(roce) && icrc::carried(roce) == Some(0) { sealed_parts(roce) } else { None };
     let packet = match RocePacket::new_checked(sealed.map_or(roce, |s| s.packet)) {
         Ok(p) => p,
         Err(e) => return Ok(Err((frame, format!("transport headers {e}")))),
