@@ -8,6 +8,7 @@ use common::uroce;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use uroce_stack::pcap::{PcapReader, PcapWriter};
 use uroce_stack::testnet::Namespaces;
 
 fn capture(name: &str) -> PathBuf {
@@ -79,19 +80,31 @@ fn verbose_explains_every_header() {
 /// leaves on what it seals, makes a marked packet sealed.
 #[test]
 fn a_marked_packet_with_a_real_icrc_is_read_as_plain() {
-    let mut pcap = std::fs::read(capture("rdma_write.pcap")).unwrap();
-    // Record 2 (an RDMA WRITE MIDDLE of 1024 bytes): 24-byte file header,
-    // then a 16-byte header before each frame; Ethernet, IPv4, UDP, BTH.
-    let frame_len = |at: usize| u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
-    let second = 24 + 16 + frame_len(24);
-    let frame = second + 16..second + 16 + frame_len(second);
-    let resv7 = frame.start + 14 + 20 + 8 + 8;
-    pcap[resv7] |= uroce_transport::engine::AUTH_MARK;
-    uroce_transport::icrc::fill(&mut pcap[frame.start + 14..frame.end]).unwrap();
+    let mut reader = PcapReader::new(std::fs::File::open(capture("rdma_write.pcap")).unwrap()).unwrap();
+    let link = reader.link_type();
+    let mut records = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        records.push(r);
+    }
+    // Record 2, an RDMA WRITE MIDDLE of 1024 bytes: where its IP packet and
+    // its BTH start in the frame.
+    let frame = &mut records[1].data;
+    let (ip, bth_at) = {
+        let parsed = link.parse_frame(frame).unwrap();
+        let ip_end = frame.len() - parsed.trailer.len();
+        let ip_at = ip_end - parsed.ip_packet.len();
+        (ip_at..ip_end, ip_end - parsed.roce.len())
+    };
+    frame[bth_at + 8] |= uroce_transport::engine::AUTH_MARK; // AckReq and Resv7
+    uroce_transport::icrc::fill(&mut frame[ip]).unwrap();
     let dir = std::env::temp_dir().join(format!("uroce-dump-mark-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let marked = dir.join("marked.pcap");
-    std::fs::write(&marked, &pcap).unwrap();
+    let mut writer = PcapWriter::new(std::fs::File::create(&marked).unwrap(), link).unwrap();
+    for r in &records {
+        writer.write(r.time, &r.data).unwrap();
+    }
+    writer.flush().unwrap();
     let (code, out, err) = dump(&["--check", marked.to_str().unwrap()]);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(code, 0, "{err}");

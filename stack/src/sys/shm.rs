@@ -238,7 +238,10 @@ impl RingPair {
         // either it sees this tail or this sees its flag.
         tail.store(self.tail, Ordering::SeqCst);
         let asleep = self.map.flag(self.out * RING_HEADER + WAITING_AT).swap(0, Ordering::SeqCst) == 1;
-        for next in 0..PREFETCH_SLOTS {
+        // Only slots free by the reader's head as last read: a slot the
+        // reader has yet to read stays with it.
+        let free = RING_SLOTS.saturating_sub(self.tail.wrapping_sub(self.out_head));
+        for next in 0..PREFETCH_SLOTS.min(free) {
             self.map.prefetch_for_write(Self::slot_at(self.out, self.tail.wrapping_add(next)));
         }
         asleep

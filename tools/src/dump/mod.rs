@@ -135,7 +135,8 @@ pub(crate) struct Decoded<'a> {
     pub repr: RoceRepr,
     pub icrc_carried: u32,
     pub icrc_expected: u32,
-    /// A sealed packet's parts (its trailer: the nonce counter, the tag).
+    /// A sealed packet's parts (its trailer: the nonce counter, the tag):
+    /// a packet with the mark and a zero ICRC.
     pub sealed: Option<Sealed<'a>>,
 }
 
@@ -145,7 +146,7 @@ impl Decoded<'_> {
     pub fn icrc_verdict(&self) -> Verdict {
         if self.icrc_carried == self.icrc_expected {
             Verdict::IcrcOk
-        } else if self.icrc_carried == 0 && self.sealed.is_some() {
+        } else if self.sealed.is_some() {
             Verdict::Sealed
         } else {
             Verdict::IcrcBad
@@ -207,7 +208,8 @@ fn decode(link: LinkType, data: &[u8]) -> Result<Result<Decoded<'_>, (ParsedFram
     // sender that set the reserved bit for its own reasons, and its last
     // bytes are payload.
     let roce = frame.roce;
-    let sealed = if marked_authenticated(roce) && icrc::carried(roce) == Some(0) { sealed_parts(roce) } else { None };
+    let icrc_carried = icrc::carried(roce).unwrap_or(0);
+    let sealed = if marked_authenticated(roce) && icrc_carried == 0 { sealed_parts(roce) } else { None };
     let packet = match RocePacket::new_checked(sealed.map_or(roce, |s| s.packet)) {
         Ok(p) => p,
         Err(e) => return Ok(Err((frame, format!("transport headers {e}")))),
@@ -220,7 +222,6 @@ fn decode(link: LinkType, data: &[u8]) -> Result<Result<Decoded<'_>, (ParsedFram
         Ok(v) => v,
         Err(e) => return Ok(Err((frame, e.to_string()))),
     };
-    let icrc_carried = icrc::carried(roce).unwrap_or(0);
     Ok(Ok(Decoded { frame, packet, repr, icrc_carried, icrc_expected, sealed }))
 }
 
