@@ -46,7 +46,7 @@ enum Cmd {
         #[arg(long, default_value_t = 0.5)]
         secs: f64,
     },
-    /// Nanoseconds per clock read, per empty non-blocking UDP receive (a system call that finds nothing), and per cache-line hand-off between two cores
+    /// Nanoseconds per clock read, per empty non-blocking UDP receive (a system call that finds nothing), per cache-line hand-off between two cores, and for the udp link to carry a write_lat half trip's datagrams over loopback in one thread (the WRITE alone; the WRITE and an ACK)
     SyscallCost {
         #[arg(long, default_value_t = 0.3)]
         secs: f64,
@@ -155,6 +155,9 @@ fn run(cmd: Cmd) -> Result<(), String> {
             let (clock, recv) = rate::syscall_costs(secs(s))?;
             println!("clock_read_ns {clock:.1}\nempty_udp_recv_ns {recv:.1}");
             println!("cache_line_handoff_ns {:.1}", rate::cache_line_handoff_ns(secs(s)));
+            for (name, with_ack) in [("udp_link_write_ns", false), ("udp_link_write_and_ack_ns", true)] {
+                println!("{name} {:.1}", rate::udp_link_half_trip_ns(with_ack, secs(s))?);
+            }
         }
         Cmd::TcpServer { addr, wait } => println!("{:.3}", baseline::tcp_server(addr, Duration::from_secs(wait))?),
         Cmd::TcpClient { addr, secs: s } => baseline::tcp_client(addr, secs(s))?,

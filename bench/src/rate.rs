@@ -141,3 +141,56 @@ pub fn cache_line_handoff_ns(time: Duration) -> f64 {
     let _ = peer.join();
     elapsed.as_nanos() as f64 / n.max(1) as f64 / 2.0
 }
+
+/// Nanoseconds for the udp link to carry, over loopback and in one thread,
+/// what one half trip of a 2-byte write_lat carries: a 36-byte RDMA WRITE
+/// packet alone (`with_ack` false: what a UDP ping-pong's one datagram
+/// stands for), or the WRITE and the ACK of the peer's last one, which
+/// leave in one `sendmmsg` (a GSO pair) as uroce sends them. Each
+/// iteration sends, then receives on the other link until the datagrams
+/// came: both system calls, the kernel's path between them and the ICRCs
+/// on both sides. Uses two addresses of a
+/// [`TestNet`](uroce_stack::testnet::TestNet) of its own and the
+/// kernel's path only (no same-host rings). Bounded by `time` and a count.
+pub fn udp_link_half_trip_ns(with_ack: bool, time: Duration) -> Result<f64, String> {
+    use uroce_stack::link::udp::{UdpLink, UdpOffload};
+    use uroce_stack::link::{DeviceSpec, Link, RxBatch, TxDatagram};
+    use uroce_stack::testnet::TestNet;
+    use uroce_transport::wire::bth::OPCODE_BYTE;
+    use uroce_transport::wire::opcode::Opcode;
+
+    let net = TestNet::new();
+    let open = |host: u8| -> Result<UdpLink, String> {
+        let spec: DeviceSpec = net.udp(host).parse().map_err(|e| format!("{e}"))?;
+        let offload = UdpOffload { shm: false, ..UdpOffload::auto(std::net::IpAddr::V4(net.ip(host))) };
+        UdpLink::open_with(&spec, offload).map_err(|e| e.to_string())
+    };
+    let (mut a, mut b) = (open(1)?, open(2)?);
+    // BTH + RETH + 2 bytes + 2 of pad + ICRC; BTH + AETH + ICRC. The link
+    // writes the ICRC; the receiving link checks it and nothing above it.
+    let (mut write, mut ack) = ([0u8; 36], [0u8; 20]);
+    write[OPCODE_BYTE] = u8::from(Opcode::RcWriteOnly);
+    ack[OPCODE_BYTE] = u8::from(Opcode::RcAck);
+    let peer = std::net::IpAddr::V4(net.ip(2));
+    let grams =
+        [TxDatagram { peer, src_port: 0xc000, roce: &write }, TxDatagram { peer, src_port: 0xc000, roce: &ack }];
+    let grams = if with_ack { &grams[..] } else { &grams[..1] };
+    let mut batch = RxBatch::new();
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < time && n < 1_000_000 {
+        a.send(grams).map_err(|e| format!("send: {e}"))?;
+        let mut got = 0;
+        let mut polls = 0u32;
+        while got < grams.len() {
+            batch.clear();
+            got += b.recv(Duration::ZERO, &mut batch).map_err(|e| format!("recv: {e}"))?;
+            polls += 1;
+            if polls > 1_000_000 {
+                return Err(format!("the udp link lost a datagram on loopback ({got} of {} came)", grams.len()));
+            }
+        }
+        n += 1;
+    }
+    Ok(start.elapsed().as_nanos() as f64 / n.max(1) as f64)
+}

@@ -96,4 +96,8 @@ fn the_rates_give_a_figure() {
     assert!(clock > 0.0 && recv > 0.0);
     let handoff = rate::cache_line_handoff_ns(std::time::Duration::from_millis(20));
     assert!(handoff.is_finite() && handoff > 0.0, "{handoff}");
+    for with_ack in [false, true] {
+        let ns = rate::udp_link_half_trip_ns(with_ack, std::time::Duration::from_millis(20)).unwrap();
+        assert!(ns.is_finite() && ns > 0.0, "{with_ack}: {ns}");
+    }
 }
