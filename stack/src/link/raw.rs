@@ -14,6 +14,7 @@ use crate::frame::{
 use crate::pcap::LinkType;
 use crate::sys::mmsg::{self, RxMeta, MAX_BATCH};
 use crate::sys::udp::UdpSocket;
+use smallvec::SmallVec;
 use smoltcp::wire::{ArpOperation, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -344,11 +345,12 @@ impl<I: FrameIo> RawLink<I> {
             }
             self.flush_ctl()?;
             let tx_buf = std::mem::take(&mut self.tx_buf);
-            let mut frames: [&[u8]; MAX_BATCH] = [&[]; MAX_BATCH];
-            for (i, f) in frames.iter_mut().enumerate().take(n) {
-                *f = &tx_buf[i * self.slot..i * self.slot + lens[i]];
+            let mut frames = SmallVec::<[&[u8]; MAX_BATCH]>::new();
+            for (i, len) in lens[..n].iter().enumerate() {
+                frames.push(&tx_buf[i * self.slot..i * self.slot + len]);
             }
-            let r = self.transmit(&frames[..n], &[true; MAX_BATCH][..n]);
+            let r = self.transmit(&frames, &[true; MAX_BATCH][..n]);
+            drop(frames);
             self.tx_buf = tx_buf;
             sent += r?;
         }

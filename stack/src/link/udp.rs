@@ -39,6 +39,7 @@ use crate::sys::iface::{self, Ipv6State};
 use crate::sys::mmsg::{self, RxMeta, TxMsg, MAX_BATCH};
 use crate::sys::packet::if_index;
 use crate::sys::udp::{UdpOptions, UdpSocket};
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
@@ -526,16 +527,23 @@ impl UdpLink {
                 spans[nmsg] = (group.start, len);
                 nmsg += 1;
             }
-            let mut pieces: [&[u8]; mmsg::MAX_IOV] = [&[]; mmsg::MAX_IOV];
-            for (k, d) in chunk.iter().enumerate() {
-                pieces[2 * k] = &d.roce[..d.roce.len() - ICRC_LEN];
-                pieces[2 * k + 1] = &icrcs[k];
+            // Only the entries this chunk uses are written: a ping-pong
+            // sends one or two datagrams, and filling whole arrays of
+            // pieces and messages cost more than building them (about a
+            // tenth of a loopback half trip's link work).
+            // (Filled in place: `collect` would move the inline arrays.)
+            let mut pieces = SmallVec::<[&[u8]; mmsg::MAX_IOV]>::new();
+            for (d, icrc) in chunk.iter().zip(&icrcs) {
+                pieces.push(&d.roce[..d.roce.len() - ICRC_LEN]);
+                pieces.push(icrc);
             }
-            let mut msgs = [TxMsg { addr: None, iov: &[], gso_segment: 0 }; MAX_BATCH];
-            for (m, &(g, len)) in msgs.iter_mut().zip(&spans[..nmsg]) {
-                m.addr = Some(self.socket_addr(chunk[g].peer));
-                m.iov = &pieces[2 * g..2 * (g + len)];
-                m.gso_segment = if len > 1 { chunk[g].roce.len() as u16 } else { 0 };
+            let mut msgs = SmallVec::<[TxMsg; MAX_BATCH]>::new();
+            for &(g, len) in &spans[..nmsg] {
+                msgs.push(TxMsg {
+                    addr: Some(self.socket_addr(chunk[g].peer)),
+                    iov: &pieces[2 * g..2 * (g + len)],
+                    gso_segment: if len > 1 { chunk[g].roce.len() as u16 } else { 0 },
+                });
             }
             let mut at = 0;
             let mut result = Ok(());

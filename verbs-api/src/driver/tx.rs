@@ -2,7 +2,7 @@
 //! by whichever thread holds the driver's lock (a poster or a round).
 
 use super::Core;
-use std::net::{IpAddr, Ipv4Addr};
+use smallvec::SmallVec;
 use std::time::Duration;
 use uroce_stack::link::TxDatagram;
 use uroce_transport::engine::{Engine, Instant, Transmit, MAX_PACKET_LEN};
@@ -168,13 +168,14 @@ impl Core {
         if n == 0 {
             return 0;
         }
-        let blank = TxDatagram { peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED), src_port: 0, roce: &[] };
-        let mut grams: [TxDatagram<'_>; BATCH] = [blank; BATCH];
-        for (g, i) in grams.iter_mut().zip(lone_acks_last(&tx.meta)) {
+        // Only the packets there are (a ping-pong's batch holds one or
+        // two), filled in place: `collect` would move the inline array.
+        let mut grams = SmallVec::<[TxDatagram<'_>; BATCH]>::new();
+        for i in lone_acks_last(&tx.meta) {
             let (t, buf) = (&tx.meta[i], &tx.bufs[i]);
-            *g = TxDatagram { peer: t.dest_gid.ip(), src_port: t.src_port, roce: &buf[..t.len] };
+            grams.push(TxDatagram { peer: t.dest_gid.ip(), src_port: t.src_port, roce: &buf[..t.len] });
         }
-        if let Err(e) = link.send(&grams[..n]) {
+        if let Err(e) = link.send(&grams) {
             tracing::warn!("uroce: the link refused a batch of {n} packets: {e}");
         }
         ack_hold.sent(!tx.only_acks());
