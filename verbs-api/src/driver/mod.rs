@@ -116,6 +116,13 @@ pub(crate) struct Driver {
     /// When (`now()`, ns) an application thread last ran a round on a
     /// busy-poll device: its progress thread leaves the core to it meanwhile.
     last_help: AtomicU64,
+    /// When (`now()`, ns) an application thread's round last took packets
+    /// in on a blocking device: its progress thread dozes meanwhile.
+    last_app_took: AtomicU64,
+    /// When (`now()`, ns) a CQ was last armed for an event.
+    last_arm: AtomicU64,
+    /// The progress thread dozes on the doorbell alone (not the link).
+    dozing: AtomicBool,
     /// Held while rdma_cm events are handed out, so that they go in order.
     dispatching: Mutex<()>,
     /// The engine's asynchronous events, on the descriptor C programs know
@@ -164,6 +171,9 @@ impl Driver {
             stop: AtomicBool::new(false),
             forked_away: AtomicBool::new(false),
             last_help: AtomicU64::new(0),
+            last_app_took: AtomicU64::new(0),
+            last_arm: AtomicU64::new(0),
+            dozing: AtomicBool::new(false),
             dispatching: Mutex::new(()),
             async_events: EventQueue::new("ibv_open_device")?,
             publisher: Mutex::new(published::Publisher::new(&info_name)),
@@ -267,9 +277,19 @@ impl Driver {
 
     /// Arms `cq` for one event on `channel`.
     pub fn arm(&self, cq: CqHandle, inner: Weak<CqInner>, channel: CompChannel) {
-        let mut core = self.lock();
-        if !core.armed.iter().any(|a| a.cq == cq) {
-            core.armed.push(Armed { cq, inner, channel });
+        {
+            let mut core = self.lock();
+            if !core.armed.iter().any(|a| a.cq == cq) {
+                core.armed.push(Armed { cq, inner, channel });
+            }
+        }
+        // The application waits for events now, not polling: a blocking
+        // progress thread that dozed while it polled watches the link again
+        // at once (and no longer dozes while arms come, `app_takes_packets`).
+        // SeqCst with the thread's `dozing` store and its look at this.
+        self.last_arm.store(self.now().as_nanos(), Ordering::SeqCst);
+        if self.dozing.load(Ordering::SeqCst) {
+            self.ring();
         }
     }
 }

@@ -24,8 +24,12 @@ const BUSY_SPIN_ROUNDS: u32 = 64;
 /// A busy-poll progress thread dozes while an application thread helped
 /// this recently.
 const HELPER_RECENT: Duration = Duration::from_micros(200);
-/// How long a busy-poll progress thread dozes at a time.
+/// How long a progress thread dozes at a time (busy-poll while an
+/// application thread runs rounds; blocking while one takes packets in).
 const BUSY_DOZE: Duration = Duration::from_millis(1);
+/// A blocking progress thread dozes while an application thread's round
+/// took packets in this recently.
+const APP_TOOK_RECENT: Duration = Duration::from_micros(200);
 /// The progress thread's timer slack (the kernel's default is 50 us).
 const TIMER_SLACK_NS: u64 = 1_000;
 /// How long a round waits inside `recv` on a link that offers no descriptor
@@ -134,12 +138,27 @@ impl Driver {
         if self.progress() == Progress::BusyPoll {
             self.last_help.store(self.now().as_nanos(), Ordering::Relaxed);
         }
-        match self.core.try_lock() {
+        let moved = match self.core.try_lock() {
             // ACKs held back: the progress thread ends the hold (AckHold).
             Ok(core) => self.round_from(core, Duration::ZERO, true),
             Err(TryLockError::Poisoned(e)) => self.round_from(e.into_inner(), Duration::ZERO, true),
             Err(TryLockError::WouldBlock) => 0,
+        };
+        if moved > 0 && self.progress() == Progress::Blocking {
+            self.last_app_took.store(self.now().as_nanos(), Ordering::Relaxed);
         }
+        moved
+    }
+
+    /// Whether an application thread's round took packets in within the
+    /// last [`APP_TOOK_RECENT`] and no CQ was armed in that time: a program
+    /// that arms and then waits on its channel (after one more poll, which
+    /// may take packets in) is not polling.
+    fn app_takes_packets(&self) -> bool {
+        let (now, recent) = (self.now().as_nanos(), APP_TOOK_RECENT.as_nanos() as u64);
+        let took = self.last_app_took.load(Ordering::SeqCst);
+        let armed = self.last_arm.load(Ordering::SeqCst);
+        took != 0 && now.saturating_sub(took) < recent && (armed == 0 || now.saturating_sub(armed) >= recent)
     }
 
     /// Whether an application thread ran a round within the last [`HELPER_RECENT`].
@@ -174,8 +193,11 @@ impl Driver {
                 // one process are four busy threads on this 2-core machine).
                 // A hold started meanwhile ends at the application's next
                 // round after it, or at the doze's end. (A blocking thread
-                // that dozed likewise, in 50 us turns, made read_lat, whose
-                // responder answers from its progress thread, twice as slow.)
+                // that dozed likewise whenever the application merely
+                // polled, in 50 us turns, made read_lat, whose responder
+                // answers from its progress thread, twice as slow: a
+                // blocking one dozes only while the application's rounds
+                // take the packets in, below.)
                 self.doze(BUSY_DOZE);
             } else if busy {
                 // Spin, but not for long when nothing comes: the application
@@ -194,6 +216,22 @@ impl Driver {
                     (true, true) => self.sleep(self.before_sleep()),
                     (true, false) => std::thread::yield_now(),
                 }
+            } else if self.app_takes_packets() {
+                // The application's thread polls often enough to take the
+                // packets in itself: this thread, woken by each one only to
+                // find it taken, would take a core from it (four threads
+                // on two cores in a two-ended test: a run fell into a mode
+                // of 30 to 40 us a half trip instead of 4). It watches the
+                // doorbell alone until the application stops taking
+                // packets in (an arm ends the doze at once). Taking
+                // packets, not merely polling: a thread that polls now and
+                // then while this one answers (read_lat's responder) would
+                // leave requests waiting.
+                self.dozing.store(true, Ordering::SeqCst);
+                if self.app_takes_packets() {
+                    self.doze(BUSY_DOZE);
+                }
+                self.dozing.store(false, Ordering::SeqCst);
             } else {
                 self.sleep(self.before_sleep());
             }
