@@ -527,11 +527,10 @@ impl UdpLink {
                 spans[nmsg] = (group.start, len);
                 nmsg += 1;
             }
-            // Only the entries this chunk uses are written: a ping-pong
-            // sends one or two datagrams, and filling whole arrays of
-            // pieces and messages cost more than building them (about a
-            // tenth of a loopback half trip's link work).
-            // (Filled in place: `collect` would move the inline arrays.)
+            // Only the entries this chunk uses are written, in place (a
+            // `collect` would move the inline arrays): a ping-pong sends
+            // one or two datagrams, and filling whole arrays of pieces and
+            // messages was a tenth of the link's work for them.
             let mut pieces = SmallVec::<[&[u8]; mmsg::MAX_IOV]>::new();
             for (d, icrc) in chunk.iter().zip(&icrcs) {
                 pieces.push(&d.roce[..d.roce.len() - ICRC_LEN]);

@@ -26,7 +26,7 @@ const BUSY_SPIN_ROUNDS: u32 = 64;
 const HELPER_RECENT: Duration = Duration::from_micros(200);
 /// How long a progress thread dozes at a time (busy-poll while an
 /// application thread runs rounds; blocking while one takes packets in).
-const BUSY_DOZE: Duration = Duration::from_millis(1);
+const DOZE: Duration = Duration::from_millis(1);
 /// A blocking progress thread dozes while an application thread's round
 /// took packets in this recently.
 const APP_TOOK_RECENT: Duration = Duration::from_micros(200);
@@ -198,7 +198,7 @@ impl Driver {
                 // answers from its progress thread, twice as slow: a
                 // blocking one dozes only while the application's rounds
                 // take the packets in, below.)
-                self.doze(BUSY_DOZE);
+                self.doze(DOZE);
             } else if busy {
                 // Spin, but not for long when nothing comes: the application
                 // may be spinning on memory (perftest's write_lat waits so
@@ -229,7 +229,7 @@ impl Driver {
                 // leave requests waiting.
                 self.dozing.store(true, Ordering::SeqCst);
                 if self.app_takes_packets() {
-                    self.doze(BUSY_DOZE);
+                    self.doze(DOZE);
                 }
                 self.dozing.store(false, Ordering::SeqCst);
             } else {
