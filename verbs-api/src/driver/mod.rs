@@ -116,9 +116,9 @@ pub(crate) struct Driver {
     /// When (`now()`, ns) an application thread last ran a round on a
     /// busy-poll device: its progress thread leaves the core to it meanwhile.
     last_help: AtomicU64,
-    /// When (`now()`, ns) an application thread's round last took packets
-    /// in on a blocking device: its progress thread dozes meanwhile.
-    last_app_took: AtomicU64,
+    /// When (`now()`, ns) an application thread's round last moved packets
+    /// on a blocking device: its progress thread dozes meanwhile.
+    last_app_moved: AtomicU64,
     /// When (`now()`, ns) a CQ was last armed for an event.
     last_arm: AtomicU64,
     /// The progress thread dozes on the doorbell alone (not the link).
@@ -171,7 +171,7 @@ impl Driver {
             stop: AtomicBool::new(false),
             forked_away: AtomicBool::new(false),
             last_help: AtomicU64::new(0),
-            last_app_took: AtomicU64::new(0),
+            last_app_moved: AtomicU64::new(0),
             last_arm: AtomicU64::new(0),
             dozing: AtomicBool::new(false),
             dispatching: Mutex::new(()),
@@ -285,7 +285,7 @@ impl Driver {
         }
         // The application waits for events now, not polling: a blocking
         // progress thread that dozed while it polled watches the link again
-        // at once (and no longer dozes while arms come, `app_takes_packets`).
+        // at once (and no longer dozes while arms come, `app_moves_packets`).
         // SeqCst with the thread's `dozing` store and its look at this.
         self.last_arm.store(self.now().as_nanos(), Ordering::SeqCst);
         if self.dozing.load(Ordering::SeqCst) {

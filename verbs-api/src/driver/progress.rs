@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, TryLockError};
 use std::time::Duration;
 use uroce_stack::link::{LinkInfo, MIN_RECEIVE_BATCH};
+use uroce_transport::engine::Instant;
 
 /// The longest a blocking progress thread sleeps with nothing due: it wakes
 /// earlier for packets, the doorbell and timers.
@@ -25,16 +26,22 @@ const BUSY_SPIN_ROUNDS: u32 = 64;
 /// this recently.
 const HELPER_RECENT: Duration = Duration::from_micros(200);
 /// How long a progress thread dozes at a time (busy-poll while an
-/// application thread runs rounds; blocking while one takes packets in).
+/// application thread runs rounds; blocking while its rounds move packets).
 const DOZE: Duration = Duration::from_millis(1);
 /// A blocking progress thread dozes while an application thread's round
-/// took packets in this recently.
-const APP_TOOK_RECENT: Duration = Duration::from_micros(200);
+/// moved packets (took some in or sent some) this recently.
+const APP_MOVED_RECENT: Duration = Duration::from_micros(200);
 /// The progress thread's timer slack (the kernel's default is 50 us).
 const TIMER_SLACK_NS: u64 = 1_000;
 /// How long a round waits inside `recv` on a link that offers no descriptor
 /// to wait on.
 const LINK_WAIT: Duration = Duration::from_millis(1);
+
+/// Whether the moment `at_ns` (a `Driver::now()` in ns; 0: never) is less
+/// than `window` before `now`.
+fn within(now: Instant, at_ns: u64, window: Duration) -> bool {
+    at_ns != 0 && now.as_nanos().saturating_sub(at_ns) < window.as_nanos() as u64
+}
 
 /// The default budget of unacknowledged request packets: what the link's
 /// receive queue holds (the peer's is taken to be alike).
@@ -145,26 +152,25 @@ impl Driver {
             Err(TryLockError::WouldBlock) => 0,
         };
         if moved > 0 && self.progress() == Progress::Blocking {
-            self.last_app_took.store(self.now().as_nanos(), Ordering::Relaxed);
+            self.last_app_moved.store(self.now().as_nanos(), Ordering::Relaxed);
         }
         moved
     }
 
-    /// Whether an application thread's round took packets in within the
-    /// last [`APP_TOOK_RECENT`] and no CQ was armed in that time: a program
+    /// Whether an application thread's round moved packets within the
+    /// last [`APP_MOVED_RECENT`] and no CQ was armed in that time: a program
     /// that arms and then waits on its channel (after one more poll, which
     /// may take packets in) is not polling.
-    fn app_takes_packets(&self) -> bool {
-        let (now, recent) = (self.now().as_nanos(), APP_TOOK_RECENT.as_nanos() as u64);
-        let took = self.last_app_took.load(Ordering::SeqCst);
+    fn app_moves_packets(&self) -> bool {
+        let now = self.now();
+        let moved = self.last_app_moved.load(Ordering::SeqCst);
         let armed = self.last_arm.load(Ordering::SeqCst);
-        took != 0 && now.saturating_sub(took) < recent && (armed == 0 || now.saturating_sub(armed) >= recent)
+        within(now, moved, APP_MOVED_RECENT) && !within(now, armed, APP_MOVED_RECENT)
     }
 
     /// Whether an application thread ran a round within the last [`HELPER_RECENT`].
     fn app_is_helping(&self) -> bool {
-        let last = self.last_help.load(Ordering::Relaxed);
-        last != 0 && self.now().as_nanos().saturating_sub(last) < HELPER_RECENT.as_nanos() as u64
+        within(self.now(), self.last_help.load(Ordering::Relaxed), HELPER_RECENT)
     }
 
     /// The progress thread.
@@ -197,7 +203,7 @@ impl Driver {
                 // polled, in 50 us turns, made read_lat, whose responder
                 // answers from its progress thread, twice as slow: a
                 // blocking one dozes only while the application's rounds
-                // take the packets in, below.)
+                // move the packets, below.)
                 self.doze(DOZE);
             } else if busy {
                 // Spin, but not for long when nothing comes: the application
@@ -216,19 +222,19 @@ impl Driver {
                     (true, true) => self.sleep(self.before_sleep()),
                     (true, false) => std::thread::yield_now(),
                 }
-            } else if self.app_takes_packets() {
-                // The application's thread polls often enough to take the
-                // packets in itself: this thread, woken by each one only to
+            } else if self.app_moves_packets() {
+                // The application's thread polls often enough to move the
+                // packets itself: this thread, woken by each one only to
                 // find it taken, would take a core from it (four threads
                 // on two cores in a two-ended test: a run fell into a mode
                 // of 30 to 40 us a half trip instead of 4). It watches the
-                // doorbell alone until the application stops taking
-                // packets in (an arm ends the doze at once). Taking
-                // packets, not merely polling: a thread that polls now and
-                // then while this one answers (read_lat's responder) would
+                // doorbell alone until the application stops moving
+                // packets (an arm ends the doze at once). Moving packets,
+                // not merely polling: a thread that polls now and then
+                // while this one answers (read_lat's responder) would
                 // leave requests waiting.
                 self.dozing.store(true, Ordering::SeqCst);
-                if self.app_takes_packets() {
+                if self.app_moves_packets() {
                     self.doze(DOZE);
                 }
                 self.dozing.store(false, Ordering::SeqCst);
