@@ -183,3 +183,25 @@ fn posts_behind_a_stream_leave_in_full_batches() {
     });
     assert_eq!(done, (8 + BATCH + 2) as usize, "every WRITE completed");
 }
+
+/// A program that polls and then arms a CQ waits for an event that only the
+/// progress thread delivers: on a busy-poll device the arm ends the
+/// progress thread's doze (which it starts while application threads poll)
+/// instead of leaving it asleep for the doze's length (1 ms).
+#[test]
+fn an_arm_ends_the_busy_poll_threads_doze() {
+    let pair = RcPair::open(&PairSpec::new(41, Progress::BusyPoll));
+    let driver = pair.ctx_a.driver();
+    // A polling round counts for a while (200 us); a thread descheduled
+    // between the round and the look tries again.
+    let polling = (0..1000).any(|_| {
+        driver.help();
+        driver.app_is_helping()
+    });
+    assert!(polling, "a polling round starts the doze");
+    let channel = pair.ctx_a.create_comp_channel().unwrap();
+    let cq = pair.ctx_a.create_cq(4, Some(&channel)).unwrap();
+    driver.help();
+    cq.req_notify(false).unwrap();
+    assert!(!driver.app_is_helping(), "an arm ends it");
+}

@@ -114,7 +114,8 @@ pub(crate) struct Driver {
     /// thread of the parent held the lock at the fork.
     fds: Arc<fds::FdSnapshot>,
     /// When (`now()`, ns) an application thread last ran a round on a
-    /// busy-poll device: its progress thread leaves the core to it meanwhile.
+    /// busy-poll device: its progress thread leaves the core to it meanwhile
+    /// (unless a CQ was armed since).
     last_help: AtomicU64,
     /// When (`now()`, ns) an application thread's round last moved packets
     /// on a blocking device: its progress thread dozes meanwhile.
@@ -283,9 +284,10 @@ impl Driver {
                 core.armed.push(Armed { cq, inner, channel });
             }
         }
-        // The application waits for events now, not polling: a blocking
-        // progress thread that dozed while it polled watches the link again
-        // at once (and no longer dozes while arms come, `app_moves_packets`).
+        // The application waits for events now, not polling: a progress
+        // thread that dozed while it polled watches the link again at once
+        // (and no longer dozes while arms come: `app_moves_packets`,
+        // `app_is_helping`).
         // SeqCst with the thread's `dozing` store and its look at this.
         self.last_arm.store(self.now().as_nanos(), Ordering::SeqCst);
         if self.dozing.load(Ordering::SeqCst) {

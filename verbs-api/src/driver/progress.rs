@@ -161,16 +161,33 @@ impl Driver {
     /// last [`APP_MOVED_RECENT`] and no CQ was armed in that time: a program
     /// that arms and then waits on its channel (after one more poll, which
     /// may take packets in) is not polling.
-    fn app_moves_packets(&self) -> bool {
+    pub(crate) fn app_moves_packets(&self) -> bool {
         let now = self.now();
         let moved = self.last_app_moved.load(Ordering::SeqCst);
         let armed = self.last_arm.load(Ordering::SeqCst);
         within(now, moved, APP_MOVED_RECENT) && !within(now, armed, APP_MOVED_RECENT)
     }
 
-    /// Whether an application thread ran a round within the last [`HELPER_RECENT`].
-    fn app_is_helping(&self) -> bool {
-        within(self.now(), self.last_help.load(Ordering::Relaxed), HELPER_RECENT)
+    /// Whether an application thread ran a round within the last
+    /// [`HELPER_RECENT`] and no CQ was armed in that time: as for
+    /// `app_moves_packets`, a program that arms and then waits on its
+    /// channel is not polling.
+    pub(crate) fn app_is_helping(&self) -> bool {
+        let now = self.now();
+        let helped = self.last_help.load(Ordering::Relaxed);
+        let armed = self.last_arm.load(Ordering::SeqCst);
+        within(now, helped, HELPER_RECENT) && !within(now, armed, HELPER_RECENT)
+    }
+
+    /// Dozes (see `doze`) if `still()` holds once `dozing` is set: an arm
+    /// after that look rings the doorbell and ends the doze (SeqCst with
+    /// `Driver::arm`'s store of `last_arm` and its look at `dozing`).
+    fn doze_while(&self, still: impl Fn() -> bool) {
+        self.dozing.store(true, Ordering::SeqCst);
+        if still() {
+            self.doze(DOZE);
+        }
+        self.dozing.store(false, Ordering::SeqCst);
     }
 
     /// The progress thread.
@@ -203,8 +220,9 @@ impl Driver {
                 // polled, in 50 us turns, made read_lat, whose responder
                 // answers from its progress thread, twice as slow: a
                 // blocking one dozes only while the application's rounds
-                // move the packets, below.)
-                self.doze(DOZE);
+                // move the packets, below.) An arm ends the doze at once: the
+                // application then waits for an event this thread delivers.
+                self.doze_while(|| self.app_is_helping());
             } else if busy {
                 // Spin, but not for long when nothing comes: the application
                 // may be spinning on memory (perftest's write_lat waits so
@@ -233,11 +251,7 @@ impl Driver {
                 // not merely polling: a thread that polls now and then
                 // while this one answers (read_lat's responder) would
                 // leave requests waiting.
-                self.dozing.store(true, Ordering::SeqCst);
-                if self.app_moves_packets() {
-                    self.doze(DOZE);
-                }
-                self.dozing.store(false, Ordering::SeqCst);
+                self.doze_while(|| self.app_moves_packets());
             } else {
                 self.sleep(self.before_sleep());
             }
