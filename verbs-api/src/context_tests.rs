@@ -205,3 +205,34 @@ fn an_arm_ends_the_busy_poll_threads_doze() {
     cq.req_notify(false).unwrap();
     assert!(!driver.app_is_helping(), "an arm ends it");
 }
+
+/// A blocking progress thread that just moved packets spins a moment
+/// instead of sleeping, so that a responder whose application does not poll
+/// (read_lat's) answers the next request without a wake-up; not while an
+/// application thread polls, which takes the packets itself.
+#[test]
+fn a_blocking_thread_spins_after_moving_packets_only_when_serving_alone() {
+    let pair = RcPair::open(&PairSpec::new(43, Progress::Blocking));
+    let driver = pair.ctx_a.driver();
+    // No application round or post in the last 200 us (the pair's setup
+    // posted its modifies): packets moved just now keep it spinning (a
+    // thread descheduled between the two reads of the clock tries again).
+    std::thread::sleep(Duration::from_millis(1));
+    let spins = (0..1000).any(|_| driver.serves_alone(driver.now().as_nanos()));
+    assert!(spins, "packets moved a moment ago, nobody else polls");
+    assert!(!driver.serves_alone(0), "nothing moved: it sleeps");
+    let polled = (0..1000).any(|_| {
+        driver.help();
+        !driver.serves_alone(driver.now().as_nanos())
+    });
+    assert!(polled, "an application thread polls: it sleeps");
+
+    // The same for a thread that posts (its polls may all find completions).
+    std::thread::sleep(Duration::from_millis(1));
+    let rx = pair.pd_a.reg_mr(8, AccessFlags::LOCAL_WRITE).unwrap();
+    let posted = (0..32).any(|i| {
+        pair.a.post_recv(&RecvWr { wr_id: i, sg_list: rx.sge(0, 8).into() }).unwrap();
+        !driver.serves_alone(driver.now().as_nanos())
+    });
+    assert!(posted, "an application thread posts: it sleeps");
+}

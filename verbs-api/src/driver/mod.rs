@@ -113,13 +113,17 @@ pub(crate) struct Driver {
     /// The link's descriptors, for a forked child to let go of even when a
     /// thread of the parent held the lock at the fork.
     fds: Arc<fds::FdSnapshot>,
-    /// When (`now()`, ns) an application thread last ran a round on a
-    /// busy-poll device: its progress thread leaves the core to it meanwhile
-    /// (unless a CQ was armed since).
+    /// When (`now()`, ns) an application thread last ran a round: a
+    /// busy-poll progress thread leaves the core to it meanwhile (unless a
+    /// CQ was armed since), a blocking one does not spin beside it.
     last_help: AtomicU64,
     /// When (`now()`, ns) an application thread's round last moved packets
     /// on a blocking device: its progress thread dozes meanwhile.
     last_app_moved: AtomicU64,
+    /// When (`now()`, ns) an application thread last ran a verb through
+    /// [`Driver::post`] (posts, modifies): a blocking progress thread does
+    /// not spin beside it.
+    last_post: AtomicU64,
     /// When (`now()`, ns) a CQ was last armed for an event.
     last_arm: AtomicU64,
     /// The progress thread dozes on the doorbell alone (not the link).
@@ -174,6 +178,7 @@ impl Driver {
             last_help: AtomicU64::new(0),
             last_app_moved: AtomicU64::new(0),
             last_arm: AtomicU64::new(0),
+            last_post: AtomicU64::new(0),
             dozing: AtomicBool::new(false),
             dispatching: Mutex::new(()),
             async_events: EventQueue::new("ibv_open_device")?,
@@ -224,11 +229,13 @@ impl Driver {
         let mut core = self.lock();
         let streaming = stream.is_some_and(|qpn| core.engine.qp_inflight_psns(qpn) >= STREAM_INFLIGHT);
         let r = verb(&mut core.engine);
+        let now = self.now();
+        self.last_post.store(now.as_nanos(), Ordering::Relaxed);
         if streaming {
-            core.send_full_batches(self.now());
+            core.send_full_batches(now);
             return r;
         }
-        core.flush_tx(self.now(), true);
+        core.flush_tx(now, true);
         if core.ack_hold.take_wake_thread() {
             drop(core);
             self.ring();
