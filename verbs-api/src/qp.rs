@@ -306,7 +306,8 @@ impl Qp {
     /// (`SendFlags::INLINE`) that the caller already copied from its own
     /// memory, as C's inline SGEs name unregistered memory (their lkeys are
     /// ignored, as an RNIC ignores them); `None` gathers from the SGEs' regions.
-    pub fn post_send_inline(&self, wr: SendWr, inline: Option<Vec<u8>>) -> Result<(), Error> {
+    /// The engine copies the bytes before this returns.
+    pub fn post_send_inline(&self, wr: SendWr, inline: Option<&[u8]>) -> Result<(), Error> {
         let qpn = self.0.qpn;
         let driver = self.0.pd.context().driver();
         driver

@@ -208,7 +208,7 @@ fn set_inline(qpx: *mut IbvQpEx, bufs: &[IbvSge], setter: &str) {
     guard((), || {
         let Some((q, mut b)) = batch_of(qpx) else { return };
         let n = c_int::try_from(bufs.len()).map_err(|_| libc::EINVAL);
-        let data = n.and_then(|n| inline_data(bufs.as_ptr(), n, q.max_inline()));
+        let data = n.and_then(|n| inline_data(bufs.as_ptr(), n, q.max_inline())).map(|d| d.into_owned());
         match data {
             Ok(data) => {
                 if let Some((wr, inline)) = b.last(setter) {

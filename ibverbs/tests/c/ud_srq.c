@@ -23,7 +23,7 @@ static struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq
 {
 	struct ibv_qp_init_attr init = {
 		.send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = IBV_QPT_UD,
-		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 3,
 			 .max_recv_sge = 1, .max_inline_data = 64 },
 	};
 	struct ibv_qp *qp = ibv_create_qp(pd, &init);
@@ -148,11 +148,22 @@ int main(void)
 	 * the limit event on the context's async_fd, once, then disarms. */
 	sattr.srq_limit = 3;
 	CHECK(ibv_modify_srq(srq, &sattr, IBV_SRQ_LIMIT) == 0);
+	/* This one inline from three SGEs, one of them empty: the pieces are
+	 * read in order at post time. */
+	char two[8] = "two ", pieces[8] = "pieces";
+	struct ibv_sge parts[3] = { { (uintptr_t)two, 4, 0 }, { (uintptr_t)two, 0, 0 }, { (uintptr_t)pieces, 7, 0 } };
 	swr.wr_id = 11;
+	swr.sg_list = parts;
+	swr.num_sge = 3;
 	CHECK(ibv_post_send(a, &swr, &bad_swr) == 0);
+	memset(two, 'x', sizeof two);
+	memset(pieces, 'x', sizeof pieces);
 	got[0] = poll_one(cq);
 	got[1] = poll_one(cq);
 	CHECK(got[0].status == IBV_WC_SUCCESS && got[1].status == IBV_WC_SUCCESS);
+	recv = got[0].opcode == IBV_WC_RECV ? &got[0] : &got[1];
+	CHECK(recv->byte_len == GRH + 11 && recv->wr_id >= 100 && recv->wr_id < 104);
+	CHECK(strcmp(buf + 1024 * (recv->wr_id - 100) + GRH, "two pieces") == 0);
 	struct ibv_async_event ev;
 	CHECK(ibv_get_async_event(ctx, &ev) == 0); /* blocking: alarm() bounds it */
 	CHECK(ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == srq);

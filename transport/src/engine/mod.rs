@@ -277,6 +277,8 @@ pub(crate) struct EngineState {
     pub inflight_budget: u32,
     /// Every QP's next timer deadline.
     pub timers: TimerIndex,
+    /// Inline data buffers of completed WRs, for the next inline posts.
+    pub inline_bufs: spare::InlineBufs,
 }
 
 impl EngineState {
@@ -397,6 +399,7 @@ impl Engine {
                 inflight: 0,
                 inflight_budget: config.max_inflight_psns.max(1),
                 timers: TimerIndex::default(),
+                inline_bufs: spare::InlineBufs::default(),
             },
             qps: QpTable::default(),
             pds: Vec::new(),
@@ -740,11 +743,13 @@ impl Engine {
 
     /// `ibv_post_send` with the data of an inline WR (`SendFlags::INLINE`)
     /// that the caller gathered from its own memory at post time: that data
-    /// is sent and the SGEs, which need name no region, only give its length
+    /// is copied (into a buffer a completed inline WR gave back, so a stream
+    /// of inline posts allocates nothing) and sent, and the SGEs, which need name no region, only give its length
     /// (their sum must be its length), as an RNIC ignores an inline SGE's
     /// lkey. `None`: as [`Engine::post_send`].
-    pub fn post_send_inline(&mut self, qpn: u32, wr: SendWr, inline: Option<Vec<u8>>) -> Result<(), Error> {
+    pub fn post_send_inline(&mut self, qpn: u32, wr: SendWr, inline: Option<&[u8]>) -> Result<(), Error> {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
+        let inline = inline.map(|data| self.sh.inline_bufs.copy_of(data));
         let r = requester::post(qp, &mut self.sh, wr, inline);
         self.settle(qpn);
         r
@@ -1018,6 +1023,7 @@ impl Engine {
 
 mod modify;
 mod sched;
+mod spare;
 
 #[cfg(all(test, feature = "sim"))]
 mod test {

@@ -221,7 +221,10 @@ impl Qp {
 
     /// Posts the completion of the oldest send WR and removes it.
     pub fn complete_front(&mut self, sh: &mut EngineState, status: WcStatus) {
-        let Some(wqe) = self.req.wqes.pop_front() else { return };
+        let Some(mut wqe) = self.req.wqes.pop_front() else { return };
+        if let Some(buf) = wqe.inline.take() {
+            sh.inline_bufs.give_back(buf);
+        }
         self.req.next = self.req.next.saturating_sub(1);
         if wqe.wr.op.is_send() {
             sh.counters.inc(super::Counter::RdmaSends);

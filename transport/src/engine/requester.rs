@@ -107,9 +107,9 @@ fn new_wqe(wr: SendWr) -> SendWqe {
 /// Inline data is copied at post time (the user may reuse the buffer at
 /// once). The engine reaches bytes only through registered regions, so the
 /// SGEs of an inline WR must still name one (an RNIC would not look at lkey).
-fn copy_inline(sh: &EngineState, qp: &Qp, wqe: &SendWqe) -> Option<Vec<u8>> {
+fn copy_inline(sh: &mut EngineState, qp: &Qp, wqe: &SendWqe) -> Option<Vec<u8>> {
     sh.mrs.check_local(qp.init.pd, &wqe.wr.sg_list, false).ok()?;
-    let mut data = vec![0u8; wqe.len as usize];
+    let mut data = sh.inline_bufs.zeroed(wqe.len as usize);
     sh.mrs.gather(&wqe.wr.sg_list, 0, &mut data);
     Some(data)
 }
