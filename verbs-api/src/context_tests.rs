@@ -185,11 +185,13 @@ fn posts_behind_a_stream_leave_in_full_batches() {
 }
 
 /// A program that polls and then arms a CQ waits for an event that only the
-/// progress thread delivers: on a busy-poll device the arm ends the
-/// progress thread's doze (which it starts while application threads poll)
-/// instead of leaving it asleep for the doze's length (1 ms).
+/// progress thread delivers: on a busy-poll device the arm ends what keeps
+/// the progress thread dozing (`app_is_helping`: an application thread
+/// polled within 200 us), so that it watches the link again instead of
+/// dozing on for 1 ms turns. (That the arm also rings the doorbell of a
+/// thread already dozing is `Driver::arm`'s, shared with blocking mode.)
 #[test]
-fn an_arm_ends_the_busy_poll_threads_doze() {
+fn an_arm_ends_what_keeps_a_busy_poll_thread_dozing() {
     let pair = RcPair::open(&PairSpec::new(41, Progress::BusyPoll));
     let driver = pair.ctx_a.driver();
     // A polling round counts for a while (200 us); a thread descheduled

@@ -14,7 +14,6 @@ use super::{guard, null_on_err, refused, symver};
 use crate::explain::explain;
 use core::ffi::{c_int, c_void};
 use core::ptr;
-use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use uroce_verbs::{
@@ -352,30 +351,38 @@ fn sge_slice<'a>(list: *const IbvSge, n: c_int) -> Result<&'a [IbvSge], c_int> {
     }
 }
 
-/// The data of an inline send, read from the program's memory at post time
-/// as an RNIC does (an inline SGE's lkey is not looked at).
+/// Runs `f` on the data of an inline send, read from the program's memory
+/// at post time as an RNIC does (an inline SGE's lkey is not looked at).
 /// More than `max` bytes (the QP's `max_inline_data`) are refused with
 /// EINVAL before any is read, as rxe refuses them. The bytes of a single
-/// SGE are borrowed (the engine copies them into a buffer it reuses), so
-/// the common inline post allocates nothing; the borrow must end before the
-/// post returns.
-pub fn inline_data<'a>(list: *const IbvSge, n: c_int, max: u32) -> Result<InlineBytes<'a>, c_int> {
+/// SGE are lent to `f` as they are (the engine copies them into a buffer it
+/// reuses), so the common inline post allocates nothing; several SGEs are
+/// gathered into one buffer first. The lending ends when `f` returns, while
+/// the program still holds the memory (its post has not returned).
+pub fn with_inline_data<R>(list: *const IbvSge, n: c_int, max: u32, f: impl FnOnce(&[u8]) -> R) -> Result<R, c_int> {
     let c = sge_slice(list, n)?;
     let total: u64 = c.iter().map(|s| u64::from(s.length)).sum();
     if total > u64::from(max) {
         explain("ibv_post_send", &format!("{total} bytes inline, past the QP's max_inline_data of {max}"));
         return Err(libc::EINVAL);
     }
-    let mut pieces = c.iter().filter(|s| s.length > 0).map(|s| {
+    let bytes = |s: &IbvSge| {
         // SAFETY: an inline SGE names `length` readable bytes of the
-        // program's memory at `addr`, which it must hold until the post returns.
+        // program's memory at `addr`, which it holds until the post returns;
+        // the slice lives only inside this call.
         unsafe { core::slice::from_raw_parts(s.addr as usize as *const u8, s.length as usize) }
-    });
-    match (pieces.next(), pieces.clone().next()) {
-        (None, _) => Ok(Cow::Borrowed(&[])),
-        (Some(only), None) => Ok(Cow::Borrowed(only)),
-        (Some(first), Some(_)) => Ok(Cow::Owned([first].into_iter().chain(pieces).flatten().copied().collect())),
-    }
+    };
+    let pieces = || c.iter().filter(|s| s.length > 0);
+    let mut first_two = pieces();
+    Ok(match (first_two.next(), first_two.next()) {
+        (None, _) => f(&[]),
+        (Some(only), None) => f(bytes(only)),
+        (Some(_), Some(_)) => {
+            let mut data = Vec::with_capacity(total as usize);
+            pieces().for_each(|s| data.extend_from_slice(bytes(s)));
+            f(&data)
+        }
+    })
 }
 
 impl UroceQp {
@@ -395,12 +402,9 @@ impl UroceQp {
     }
 }
 
-/// The bytes of an inline send: borrowed from the program for the call,
-/// or gathered from several SGEs (`inline_data`).
-type InlineBytes<'a> = Cow<'a, [u8]>;
-
 /// One C send work request as the engine's, with the data of an inline one.
-fn send_wr_of<'a>(w: &IbvSendWr, q: &UroceQp) -> Result<(SendWr, Option<InlineBytes<'a>>), c_int> {
+/// The `bool`: whether its data is inline (`with_inline_data` reads it).
+fn send_wr_of(w: &IbvSendWr, q: &UroceQp) -> Result<(SendWr, bool), c_int> {
     let rkey = w.wr_8 as u32;
     let imm = u32::from_be(w.imm_data);
     let op = match w.opcode {
@@ -427,10 +431,7 @@ fn send_wr_of<'a>(w: &IbvSendWr, q: &UroceQp) -> Result<(SendWr, Option<InlineBy
         _ => None,
     };
     let flags = SendFlags(w.send_flags);
-    let inline = match flags.contains(SendFlags::INLINE) && op.carries_local_data() {
-        true => Some(inline_data(w.sg_list, w.num_sge, q.max_inline())?),
-        false => None,
-    };
+    let inline = flags.contains(SendFlags::INLINE) && op.carries_local_data();
     Ok((SendWr { wr_id: w.wr_id, sg_list: sges(w.sg_list, w.num_sge)?, op, flags, ud }, inline))
 }
 
@@ -475,7 +476,11 @@ pub extern "C" fn post_send(qp: *mut IbvQp, wr: *mut IbvSendWr, bad_wr: *mut *mu
     guard(libc::EIO, || {
         let post = |q: &UroceQp, w: &IbvSendWr| {
             let (wr, inline) = send_wr_of(w, q)?;
-            q.inner.post_send_inline(wr, inline.as_deref()).map_err(refused("ibv_post_send"))
+            let post = |data: Option<&[u8]>| q.inner.post_send_inline(wr, data).map_err(refused("ibv_post_send"));
+            match inline {
+                true => with_inline_data(w.sg_list, w.num_sge, q.max_inline(), |data| post(Some(data)))?,
+                false => post(None),
+            }
         };
         post_chain(data_path_qp(qp), wr, bad_wr, |w| w.next, post)
     })

@@ -10,7 +10,7 @@
 use super::abi::*;
 use super::ah::ud_dest;
 use super::device::context_of;
-use super::qp::{create_qp, inline_data, sges, UroceQp, QPS};
+use super::qp::{create_qp, sges, with_inline_data, UroceQp, QPS};
 use super::{guard, null_on_err, refused, slot, symver};
 use crate::explain::explain;
 use core::ffi::{c_int, c_void};
@@ -208,7 +208,8 @@ fn set_inline(qpx: *mut IbvQpEx, bufs: &[IbvSge], setter: &str) {
     guard((), || {
         let Some((q, mut b)) = batch_of(qpx) else { return };
         let n = c_int::try_from(bufs.len()).map_err(|_| libc::EINVAL);
-        let data = n.and_then(|n| inline_data(bufs.as_ptr(), n, q.max_inline())).map(|d| d.into_owned());
+        // Copied now: the program may reuse its buffers before `ibv_wr_complete`.
+        let data = n.and_then(|n| with_inline_data(bufs.as_ptr(), n, q.max_inline(), <[u8]>::to_vec));
         match data {
             Ok(data) => {
                 if let Some((wr, inline)) = b.last(setter) {

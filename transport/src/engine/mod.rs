@@ -744,13 +744,13 @@ impl Engine {
     /// `ibv_post_send` with the data of an inline WR (`SendFlags::INLINE`)
     /// that the caller gathered from its own memory at post time: that data
     /// is copied (into a buffer a completed inline WR gave back, so a stream
-    /// of inline posts allocates nothing) and sent, and the SGEs, which need name no region, only give its length
-    /// (their sum must be its length), as an RNIC ignores an inline SGE's
-    /// lkey. `None`: as [`Engine::post_send`].
+    /// of inline posts allocates nothing) and sent, and the SGEs, which need
+    /// name no region, only give its length (their sum must be its length),
+    /// as an RNIC ignores an inline SGE's lkey. `None`: as
+    /// [`Engine::post_send`].
     pub fn post_send_inline(&mut self, qpn: u32, wr: SendWr, inline: Option<&[u8]>) -> Result<(), Error> {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp(qpn))?;
-        let inline = inline.map(|data| self.sh.inline_bufs.copy_of(data));
-        let r = requester::post(qp, &mut self.sh, wr, inline);
+        let r = requester::post(qp, &mut self.sh, wr, inline.map(requester::InlineData::Lent));
         self.settle(qpn);
         r
     }
@@ -765,7 +765,7 @@ impl Engine {
         let before = qp.req.wqes.len();
         let mut r = Ok(());
         for (wr, inline) in wrs {
-            r = requester::post(qp, &mut self.sh, wr, inline);
+            r = requester::post(qp, &mut self.sh, wr, inline.map(requester::InlineData::Owned));
             if r.is_err() {
                 // Nothing of this batch has been sent: sending happens in settle.
                 qp.req.wqes.truncate(before);

@@ -21,11 +21,19 @@ pub const MAX_UNACKED_PSNS: i32 = 128;
 /// Ask for an ACK at least this often within a long message (rxe's RXE_MAX_PKT_PER_ACK).
 pub const ACK_REQ_INTERVAL: u32 = 64;
 
-/// `ibv_post_send` for one WR. `inline` is the data of an inline WR that the
-/// caller copied from its own memory (the drop-in library: C's inline SGEs
-/// name plain process memory, no region); without it an inline WR's SGEs
-/// must name registered memory.
-pub(crate) fn post(qp: &mut Qp, sh: &mut EngineState, wr: SendWr, inline: Option<Vec<u8>>) -> Result<(), Error> {
+/// The data of an inline WR that the caller read from its own memory (the
+/// drop-in library: C's inline SGEs name plain process memory, no region).
+pub(crate) enum InlineData<'a> {
+    /// Bytes lent for the call: copied into a reused buffer once the WR is
+    /// taken (a refused post takes no buffer).
+    Lent(&'a [u8]),
+    /// Bytes the caller already owns (`ibv_wr_set_inline_data`'s batch).
+    Owned(Vec<u8>),
+}
+
+/// `ibv_post_send` for one WR. Without `inline` an inline WR's SGEs must
+/// name registered memory.
+pub(crate) fn post(qp: &mut Qp, sh: &mut EngineState, wr: SendWr, inline: Option<InlineData<'_>>) -> Result<(), Error> {
     let (qpn, state, t) = (qp.qpn, qp.state(), qp.qp_type());
     if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
         return Err(Error::InvalidState { qpn, state, verb: "post_send" });
@@ -53,7 +61,11 @@ pub(crate) fn post(qp: &mut Qp, sh: &mut EngineState, wr: SendWr, inline: Option
         if wqe.len > cap.max_inline_data {
             return Err(Error::InlineTooLong { given: wqe.len as usize, max: cap.max_inline_data });
         }
-        match inline.filter(|data| data.len() == wqe.len as usize).or_else(|| copy_inline(sh, qp, &wqe)) {
+        let given = inline.map(|data| match data {
+            InlineData::Lent(bytes) => sh.inline_bufs.copy_of(bytes),
+            InlineData::Owned(bytes) => bytes,
+        });
+        match given.filter(|data| data.len() == wqe.len as usize).or_else(|| copy_inline(sh, qp, &wqe)) {
             Some(data) => wqe.inline = Some(data),
             None => wqe.local_error = Some(WcStatus::LocProtErr),
         }

@@ -22,8 +22,9 @@ const MAX_DRAIN_BATCHES: usize = 64;
 /// application thread polling, before it sleeps on the link as a blocking
 /// one does, until a packet, a post or a timer.
 const BUSY_SPIN_ROUNDS: u32 = 64;
-/// A busy-poll progress thread dozes while an application thread helped
-/// this recently.
+/// A busy-poll progress thread dozes while an application thread ran a
+/// round this recently; a blocking one does not spin after moving packets
+/// while one ran a round or posted this recently.
 const HELPER_RECENT: Duration = Duration::from_micros(200);
 /// How long a progress thread dozes at a time (busy-poll while an
 /// application thread runs rounds; blocking while its rounds move packets).
@@ -32,9 +33,9 @@ const DOZE: Duration = Duration::from_millis(1);
 /// moved packets (took some in or sent some) this recently.
 const APP_MOVED_RECENT: Duration = Duration::from_micros(200);
 /// How long a blocking progress thread spins after a round that moved
-/// packets, while no application thread polls, before it sleeps: longer
-/// than a request-response turn (a READ's round trip is about 9 us here),
-/// so that a responder whose application does not poll (read_lat's)
+/// packets, while no application thread polls or posts, before it sleeps:
+/// longer than a request-response turn (a READ's round trip is about 9 us
+/// here), so that a responder whose application does not poll (read_lat's)
 /// answers the next request without a wake-up (about 6 us here).
 const SPIN_AFTER_MOVE: Duration = Duration::from_micros(25);
 /// The progress thread's timer slack (the kernel's default is 50 us).
@@ -168,11 +169,8 @@ impl Driver {
     /// last [`APP_MOVED_RECENT`] and no CQ was armed in that time: a program
     /// that arms and then waits on its channel (after one more poll, which
     /// may take packets in) is not polling.
-    pub(crate) fn app_moves_packets(&self) -> bool {
-        let now = self.now();
-        let moved = self.last_app_moved.load(Ordering::SeqCst);
-        let armed = self.last_arm.load(Ordering::SeqCst);
-        within(now, moved, APP_MOVED_RECENT) && !within(now, armed, APP_MOVED_RECENT)
+    fn app_moves_packets(&self) -> bool {
+        self.recent_and_unarmed(self.last_app_moved.load(Ordering::SeqCst), APP_MOVED_RECENT)
     }
 
     /// Whether an application thread ran a round within the last
@@ -180,10 +178,14 @@ impl Driver {
     /// `app_moves_packets`, a program that arms and then waits on its
     /// channel is not polling.
     pub(crate) fn app_is_helping(&self) -> bool {
+        self.recent_and_unarmed(self.last_help.load(Ordering::Relaxed), HELPER_RECENT)
+    }
+
+    /// Whether the moment `at_ns` is less than `window` ago and no CQ was
+    /// armed in that window.
+    fn recent_and_unarmed(&self, at_ns: u64, window: Duration) -> bool {
         let now = self.now();
-        let helped = self.last_help.load(Ordering::Relaxed);
-        let armed = self.last_arm.load(Ordering::SeqCst);
-        within(now, helped, HELPER_RECENT) && !within(now, armed, HELPER_RECENT)
+        within(now, at_ns, window) && !within(now, self.last_arm.load(Ordering::SeqCst), window)
     }
 
     /// Whether this thread, which last moved packets at `last_moved` (ns),
