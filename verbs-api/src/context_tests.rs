@@ -216,25 +216,44 @@ fn an_arm_ends_what_keeps_a_busy_poll_thread_dozing() {
 fn a_blocking_thread_spins_after_moving_packets_only_when_serving_alone() {
     let pair = RcPair::open(&PairSpec::new(43, Progress::Blocking));
     let driver = pair.ctx_a.driver();
+    // Packets moved "now" whatever the clock reads when it looks (a moment
+    // later than `u64::MAX` ns is still within the spin).
+    let moved_now = u64::MAX;
     // No application round or post in the last 200 us (the pair's setup
-    // posted its modifies): packets moved just now keep it spinning (a
-    // thread descheduled between the two reads of the clock tries again).
+    // posted its modifies): it spins.
     std::thread::sleep(Duration::from_millis(1));
-    let spins = (0..1000).any(|_| driver.serves_alone(driver.now().as_nanos()));
-    assert!(spins, "packets moved a moment ago, nobody else polls");
+    assert!(driver.serves_alone(moved_now), "packets moved a moment ago, nobody else polls");
     assert!(!driver.serves_alone(0), "nothing moved: it sleeps");
+    // A round or a post counts for 200 us: a thread descheduled for longer
+    // between the act and the look tries again.
     let polled = (0..1000).any(|_| {
         driver.help();
-        !driver.serves_alone(driver.now().as_nanos())
+        !driver.serves_alone(moved_now)
     });
     assert!(polled, "an application thread polls: it sleeps");
-
     // The same for a thread that posts (its polls may all find completions).
     std::thread::sleep(Duration::from_millis(1));
     let rx = pair.pd_a.reg_mr(8, AccessFlags::LOCAL_WRITE).unwrap();
+    let post_recv = |wr_id| pair.a.post_recv(&RecvWr { wr_id, sg_list: rx.sge(0, 8).into() }).unwrap();
     let posted = (0..32).any(|i| {
-        pair.a.post_recv(&RecvWr { wr_id: i, sg_list: rx.sge(0, 8).into() }).unwrap();
-        !driver.serves_alone(driver.now().as_nanos())
+        post_recv(i);
+        !driver.serves_alone(moved_now)
     });
     assert!(posted, "an application thread posts: it sleeps");
+
+    // A thread waiting for the lock to post (held here, as the spinning
+    // thread holds it round after round) stops it before it has the lock.
+    std::thread::sleep(Duration::from_millis(1));
+    assert!(driver.serves_alone(moved_now));
+    let held = driver.lock();
+    std::thread::scope(|scope| {
+        scope.spawn(|| post_recv(99));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut poster_seen = false;
+        while !poster_seen && Instant::now() < deadline {
+            poster_seen = !driver.serves_alone(moved_now);
+        }
+        drop(held);
+        assert!(poster_seen, "a poster waiting for the lock: it sleeps");
+    });
 }

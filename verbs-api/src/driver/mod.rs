@@ -38,7 +38,7 @@ use crate::CompChannel;
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::collections::BTreeSet;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use tx::{AckHold, TxBatch, STREAM_INFLIGHT};
@@ -124,6 +124,12 @@ pub(crate) struct Driver {
     /// [`Driver::post`] (posts, modifies): a blocking progress thread does
     /// not spin beside it.
     last_post: AtomicU64,
+    /// Application threads in a post, from before they wait for the lock
+    /// until `last_post` says they posted: a blocking progress thread does
+    /// not spin while one waits for the lock it takes round after round.
+    /// (A verb that panics leaves it counted: the thread then sleeps where
+    /// it would have spun, as before the spin.)
+    posting: AtomicU32,
     /// When (`now()`, ns) a CQ was last armed for an event.
     last_arm: AtomicU64,
     /// The progress thread dozes on the doorbell alone (not the link).
@@ -179,6 +185,7 @@ impl Driver {
             last_app_moved: AtomicU64::new(0),
             last_arm: AtomicU64::new(0),
             last_post: AtomicU64::new(0),
+            posting: AtomicU32::new(0),
             dozing: AtomicBool::new(false),
             dispatching: Mutex::new(()),
             async_events: EventQueue::new("ibv_open_device")?,
@@ -226,11 +233,13 @@ impl Driver {
     /// [`Driver::post`], corked behind QP `stream`'s packets in flight
     /// ([`Driver::post_request`]) if one is named.
     fn post_corked<R>(&self, stream: Option<u32>, verb: impl FnOnce(&mut Engine) -> R) -> R {
+        self.posting.fetch_add(1, Ordering::Relaxed);
         let mut core = self.lock();
         let streaming = stream.is_some_and(|qpn| core.engine.qp_inflight_psns(qpn) >= STREAM_INFLIGHT);
         let r = verb(&mut core.engine);
         let now = self.now();
         self.last_post.store(now.as_nanos(), Ordering::Relaxed);
+        self.posting.fetch_sub(1, Ordering::Relaxed);
         if streaming {
             core.send_full_batches(now);
             return r;

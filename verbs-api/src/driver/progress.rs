@@ -190,7 +190,9 @@ impl Driver {
 
     /// Whether this thread, which last moved packets at `last_moved` (ns),
     /// keeps spinning: within [`SPIN_AFTER_MOVE`] of that, while no
-    /// application thread ran a round or posted within [`HELPER_RECENT`] (a
+    /// application thread is posting (it may be waiting for the lock this
+    /// thread takes each round) or ran a round or posted within
+    /// [`HELPER_RECENT`] (a
     /// polling application takes the packets itself, and a spinning thread
     /// beside a running one would take its core: blocking send_bw lost 7%
     /// when only rounds counted, its posters' polls finding completions).
@@ -201,6 +203,7 @@ impl Driver {
         within(now, last_moved, SPIN_AFTER_MOVE)
             && !within(now, polled, HELPER_RECENT)
             && !within(now, posted, HELPER_RECENT)
+            && self.posting.load(Ordering::Relaxed) == 0
     }
 
     /// Dozes (see `doze`) if `still()` holds once `dozing` is set: an arm
