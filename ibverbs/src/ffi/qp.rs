@@ -476,10 +476,10 @@ pub extern "C" fn post_send(qp: *mut IbvQp, wr: *mut IbvSendWr, bad_wr: *mut *mu
     guard(libc::EIO, || {
         let post = |q: &UroceQp, w: &IbvSendWr| {
             let (wr, inline) = send_wr_of(w, q)?;
-            let post = |data: Option<&[u8]>| q.inner.post_send_inline(wr, data).map_err(refused("ibv_post_send"));
+            let post_with = |data: Option<&[u8]>| q.inner.post_send_inline(wr, data).map_err(refused("ibv_post_send"));
             match inline {
-                true => with_inline_data(w.sg_list, w.num_sge, q.max_inline(), |data| post(Some(data)))?,
-                false => post(None),
+                true => with_inline_data(w.sg_list, w.num_sge, q.max_inline(), |data| post_with(Some(data)))?,
+                false => post_with(None),
             }
         };
         post_chain(data_path_qp(qp), wr, bad_wr, |w| w.next, post)

@@ -61,11 +61,13 @@ pub(crate) fn post(qp: &mut Qp, sh: &mut EngineState, wr: SendWr, inline: Option
         if wqe.len > cap.max_inline_data {
             return Err(Error::InlineTooLong { given: wqe.len as usize, max: cap.max_inline_data });
         }
-        let given = inline.map(|data| match data {
-            InlineData::Lent(bytes) => sh.inline_bufs.copy_of(bytes),
-            InlineData::Owned(bytes) => bytes,
-        });
-        match given.filter(|data| data.len() == wqe.len as usize).or_else(|| copy_inline(sh, qp, &wqe)) {
+        // Given bytes of another length than the SGEs say are not the WR's.
+        let given = match inline {
+            Some(InlineData::Lent(bytes)) if bytes.len() == wqe.len as usize => Some(sh.inline_bufs.copy_of(bytes)),
+            Some(InlineData::Owned(bytes)) if bytes.len() == wqe.len as usize => Some(bytes),
+            _ => None,
+        };
+        match given.or_else(|| copy_inline(sh, qp, &wqe)) {
             Some(data) => wqe.inline = Some(data),
             None => wqe.local_error = Some(WcStatus::LocProtErr),
         }

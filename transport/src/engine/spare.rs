@@ -13,17 +13,22 @@ pub(crate) struct InlineBufs(Vec<Vec<u8>>);
 impl InlineBufs {
     /// A buffer holding a copy of `data`.
     pub fn copy_of(&mut self, data: &[u8]) -> Vec<u8> {
-        let mut buf = self.0.pop().unwrap_or_default();
-        buf.clear();
+        let mut buf = self.take_empty();
         buf.extend_from_slice(data);
         buf
     }
 
     /// A buffer of `len` zeroed bytes, for the caller to fill.
     pub fn zeroed(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = self.take_empty();
+        buf.resize(len, 0);
+        buf
+    }
+
+    /// A kept buffer, emptied, or a new one.
+    fn take_empty(&mut self) -> Vec<u8> {
         let mut buf = self.0.pop().unwrap_or_default();
         buf.clear();
-        buf.resize(len, 0);
         buf
     }
 

@@ -22,16 +22,15 @@ const MAX_DRAIN_BATCHES: usize = 64;
 /// application thread polling, before it sleeps on the link as a blocking
 /// one does, until a packet, a post or a timer.
 const BUSY_SPIN_ROUNDS: u32 = 64;
-/// A busy-poll progress thread dozes while an application thread ran a
-/// round this recently; a blocking one does not spin after moving packets
-/// while one ran a round or posted this recently.
-const HELPER_RECENT: Duration = Duration::from_micros(200);
+/// How long an application thread's act counts as current: a busy-poll
+/// progress thread dozes while one ran a round this recently, a blocking
+/// one while one's rounds moved packets this recently, and a blocking one
+/// does not spin after moving packets while one ran a round or posted this
+/// recently.
+const APP_RECENT: Duration = Duration::from_micros(200);
 /// How long a progress thread dozes at a time (busy-poll while an
 /// application thread runs rounds; blocking while its rounds move packets).
 const DOZE: Duration = Duration::from_millis(1);
-/// A blocking progress thread dozes while an application thread's round
-/// moved packets (took some in or sent some) this recently.
-const APP_MOVED_RECENT: Duration = Duration::from_micros(200);
 /// How long a blocking progress thread spins after a round that moved
 /// packets, while no application thread polls or posts, before it sleeps:
 /// longer than a request-response turn (a READ's round trip is about 9 us
@@ -166,43 +165,43 @@ impl Driver {
     }
 
     /// Whether an application thread's round moved packets within the
-    /// last [`APP_MOVED_RECENT`] and no CQ was armed in that time: a program
+    /// last [`APP_RECENT`] and no CQ was armed in that time: a program
     /// that arms and then waits on its channel (after one more poll, which
     /// may take packets in) is not polling.
     fn app_moves_packets(&self) -> bool {
-        self.recent_and_unarmed(self.last_app_moved.load(Ordering::SeqCst), APP_MOVED_RECENT)
+        self.recent_and_unarmed(self.last_app_moved.load(Ordering::SeqCst))
     }
 
     /// Whether an application thread ran a round within the last
-    /// [`HELPER_RECENT`] and no CQ was armed in that time: as for
+    /// [`APP_RECENT`] and no CQ was armed in that time: as for
     /// `app_moves_packets`, a program that arms and then waits on its
     /// channel is not polling.
     pub(crate) fn app_is_helping(&self) -> bool {
-        self.recent_and_unarmed(self.last_help.load(Ordering::Relaxed), HELPER_RECENT)
+        self.recent_and_unarmed(self.last_help.load(Ordering::Relaxed))
     }
 
-    /// Whether the moment `at_ns` is less than `window` ago and no CQ was
-    /// armed in that window.
-    fn recent_and_unarmed(&self, at_ns: u64, window: Duration) -> bool {
+    /// Whether the moment `at_ns` is less than [`APP_RECENT`] ago and no CQ
+    /// was armed in that time.
+    fn recent_and_unarmed(&self, at_ns: u64) -> bool {
         let now = self.now();
-        within(now, at_ns, window) && !within(now, self.last_arm.load(Ordering::SeqCst), window)
+        within(now, at_ns, APP_RECENT) && !within(now, self.last_arm.load(Ordering::SeqCst), APP_RECENT)
     }
 
     /// Whether this thread, which last moved packets at `last_moved` (ns),
     /// keeps spinning: within [`SPIN_AFTER_MOVE`] of that, while no
     /// application thread is posting (it may be waiting for the lock this
     /// thread takes each round) or ran a round or posted within
-    /// [`HELPER_RECENT`] (a
-    /// polling application takes the packets itself, and a spinning thread
-    /// beside a running one would take its core: blocking send_bw lost 7%
-    /// when only rounds counted, its posters' polls finding completions).
+    /// [`APP_RECENT`] (a polling application takes the packets itself, and
+    /// a spinning thread beside a running one would take its core: blocking
+    /// send_bw lost 7% when only rounds counted, its posters' polls finding
+    /// completions).
     pub(crate) fn serves_alone(&self, last_moved: u64) -> bool {
         let now = self.now();
         let polled = self.last_help.load(Ordering::Relaxed);
         let posted = self.last_post.load(Ordering::Relaxed);
         within(now, last_moved, SPIN_AFTER_MOVE)
-            && !within(now, polled, HELPER_RECENT)
-            && !within(now, posted, HELPER_RECENT)
+            && !within(now, polled, APP_RECENT)
+            && !within(now, posted, APP_RECENT)
             && self.posting.load(Ordering::Relaxed) == 0
     }
 
@@ -226,7 +225,7 @@ impl Driver {
         // Without a descriptor to sleep on, the thread waits inside `recv`.
         let in_recv = if busy || self.link_fd.is_some() { Duration::ZERO } else { LINK_WAIT };
         let mut idle_rounds = 0u32;
-        let mut last_moved = 0u64;
+        let (mut last_moved, mut just_moved) = (0u64, false);
         while !self.stop.load(Ordering::Relaxed) {
             // A round that moved packets is followed by another at once.
             let n = {
@@ -236,8 +235,13 @@ impl Driver {
             };
             if n > 0 {
                 idle_rounds = 0;
-                last_moved = self.now().as_nanos();
+                just_moved = true;
                 continue;
+            }
+            if just_moved {
+                // The first empty round after moving ones: their end, to a
+                // round, for one clock read per run of them.
+                (last_moved, just_moved) = (self.now().as_nanos(), false);
             }
             if busy && self.app_is_helping() {
                 // The application's thread polls and moves the packets itself:
