@@ -21,6 +21,7 @@
 //! wake-up of the owner and a second thread's scheduling on every post (the
 //! measurement is in docs/ARCHITECTURE.md).
 
+mod activity;
 mod fds;
 mod mcast;
 mod open;
@@ -35,10 +36,11 @@ use crate::error::Error;
 use crate::event_fd::EventQueue;
 use crate::rdma_cm::Qp1;
 use crate::CompChannel;
+use activity::AppActivity;
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::collections::BTreeSet;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use tx::{AckHold, TxBatch, STREAM_INFLIGHT};
@@ -113,27 +115,9 @@ pub(crate) struct Driver {
     /// The link's descriptors, for a forked child to let go of even when a
     /// thread of the parent held the lock at the fork.
     fds: Arc<fds::FdSnapshot>,
-    /// When (`now()`, ns) an application thread last ran a round: a
-    /// busy-poll progress thread leaves the core to it meanwhile (unless a
-    /// CQ was armed since), a blocking one does not spin beside it.
-    last_help: AtomicU64,
-    /// When (`now()`, ns) an application thread's round last moved packets
-    /// on a blocking device: its progress thread dozes meanwhile.
-    last_app_moved: AtomicU64,
-    /// When (`now()`, ns) an application thread last ran a verb through
-    /// [`Driver::post`] (posts, modifies): a blocking progress thread does
-    /// not spin beside it.
-    last_post: AtomicU64,
-    /// Application threads in a post, from before they wait for the lock
-    /// until `last_post` says they posted: a blocking progress thread does
-    /// not spin while one waits for the lock it takes round after round.
-    /// (A verb that panics leaves it counted: the thread then sleeps where
-    /// it would have spun, as before the spin.)
-    posting: AtomicU32,
-    /// When (`now()`, ns) a CQ was last armed for an event.
-    last_arm: AtomicU64,
-    /// The progress thread dozes on the doorbell alone (not the link).
-    dozing: AtomicBool,
+    /// What the application's threads did lately: the progress thread
+    /// spins, dozes or sleeps by it.
+    activity: AppActivity,
     /// Held while rdma_cm events are handed out, so that they go in order.
     dispatching: Mutex<()>,
     /// The engine's asynchronous events, on the descriptor C programs know
@@ -181,12 +165,7 @@ impl Driver {
             doorbell,
             stop: AtomicBool::new(false),
             forked_away: AtomicBool::new(false),
-            last_help: AtomicU64::new(0),
-            last_app_moved: AtomicU64::new(0),
-            last_arm: AtomicU64::new(0),
-            last_post: AtomicU64::new(0),
-            posting: AtomicU32::new(0),
-            dozing: AtomicBool::new(false),
+            activity: AppActivity::default(),
             dispatching: Mutex::new(()),
             async_events: EventQueue::new("ibv_open_device")?,
             publisher: Mutex::new(published::Publisher::new(&info_name)),
@@ -233,13 +212,12 @@ impl Driver {
     /// [`Driver::post`], corked behind QP `stream`'s packets in flight
     /// ([`Driver::post_request`]) if one is named.
     fn post_corked<R>(&self, stream: Option<u32>, verb: impl FnOnce(&mut Engine) -> R) -> R {
-        self.posting.fetch_add(1, Ordering::Relaxed);
+        let posting = self.activity.posting();
         let mut core = self.lock();
         let streaming = stream.is_some_and(|qpn| core.engine.qp_inflight_psns(qpn) >= STREAM_INFLIGHT);
         let r = verb(&mut core.engine);
         let now = self.now();
-        self.last_post.store(now.as_nanos(), Ordering::Relaxed);
-        self.posting.fetch_sub(1, Ordering::Relaxed);
+        posting.posted(now);
         if streaming {
             core.send_full_batches(now);
             return r;
@@ -302,11 +280,8 @@ impl Driver {
         }
         // The application waits for events now, not polling: a progress
         // thread that dozed while it polled watches the link again at once
-        // (and no longer dozes while arms come: `app_moves_packets`,
-        // `app_is_helping`).
-        // SeqCst with the thread's `dozing` store and its look at this.
-        self.last_arm.store(self.now().as_nanos(), Ordering::SeqCst);
-        if self.dozing.load(Ordering::SeqCst) {
+        // (and no longer dozes while arms come).
+        if self.activity.armed(self.now()) {
             self.ring();
         }
     }

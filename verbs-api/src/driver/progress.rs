@@ -10,7 +10,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, TryLockError};
 use std::time::Duration;
 use uroce_stack::link::{LinkInfo, MIN_RECEIVE_BATCH};
-use uroce_transport::engine::Instant;
 
 /// The longest a blocking progress thread sleeps with nothing due: it wakes
 /// earlier for packets, the doorbell and timers.
@@ -22,32 +21,14 @@ const MAX_DRAIN_BATCHES: usize = 64;
 /// application thread polling, before it sleeps on the link as a blocking
 /// one does, until a packet, a post or a timer.
 const BUSY_SPIN_ROUNDS: u32 = 64;
-/// How long an application thread's act counts as current: a busy-poll
-/// progress thread dozes while one ran a round this recently, a blocking
-/// one while one's rounds moved packets this recently, and a blocking one
-/// does not spin after moving packets while one ran a round or posted this
-/// recently.
-const APP_RECENT: Duration = Duration::from_micros(200);
 /// How long a progress thread dozes at a time (busy-poll while an
 /// application thread runs rounds; blocking while its rounds move packets).
 const DOZE: Duration = Duration::from_millis(1);
-/// How long a blocking progress thread spins after a round that moved
-/// packets, while no application thread polls or posts, before it sleeps:
-/// longer than a request-response turn (a READ's round trip is about 9 us
-/// here), so that a responder whose application does not poll (read_lat's)
-/// answers the next request without a wake-up (about 6 us here).
-const SPIN_AFTER_MOVE: Duration = Duration::from_micros(25);
 /// The progress thread's timer slack (the kernel's default is 50 us).
 const TIMER_SLACK_NS: u64 = 1_000;
 /// How long a round waits inside `recv` on a link that offers no descriptor
 /// to wait on.
 const LINK_WAIT: Duration = Duration::from_millis(1);
-
-/// Whether the moment `at_ns` (a `Driver::now()` in ns; 0: never) is less
-/// than `window` before `now`.
-fn within(now: Instant, at_ns: u64, window: Duration) -> bool {
-    at_ns != 0 && now.as_nanos().saturating_sub(at_ns) < window.as_nanos() as u64
-}
 
 /// The default budget of unacknowledged request packets: what the link's
 /// receive queue holds (the peer's is taken to be alike).
@@ -150,8 +131,8 @@ impl Driver {
         }
         // One clock read serves both marks: a round lasts microseconds, the
         // windows they are read against hundreds.
-        let now = self.now().as_nanos();
-        self.last_help.store(now, Ordering::Relaxed);
+        let now = self.now();
+        self.activity.runs_round(now);
         let moved = match self.core.try_lock() {
             // ACKs held back: the progress thread ends the hold (AckHold).
             Ok(core) => self.round_from(core, Duration::ZERO, true),
@@ -159,61 +140,25 @@ impl Driver {
             Err(TryLockError::WouldBlock) => 0,
         };
         if moved > 0 && self.progress() == Progress::Blocking {
-            self.last_app_moved.store(now, Ordering::Relaxed);
+            self.activity.round_moved(now);
         }
         moved
     }
 
-    /// Whether an application thread's round moved packets within the
-    /// last [`APP_RECENT`] and no CQ was armed in that time: a program
-    /// that arms and then waits on its channel (after one more poll, which
-    /// may take packets in) is not polling.
-    fn app_moves_packets(&self) -> bool {
-        self.recent_and_unarmed(self.last_app_moved.load(Ordering::SeqCst))
-    }
-
-    /// Whether an application thread ran a round within the last
-    /// [`APP_RECENT`] and no CQ was armed in that time: as for
-    /// `app_moves_packets`, a program that arms and then waits on its
-    /// channel is not polling.
+    /// Whether an application thread polls now (`AppActivity::is_helping`).
     pub(crate) fn app_is_helping(&self) -> bool {
-        self.recent_and_unarmed(self.last_help.load(Ordering::Relaxed))
+        self.activity.is_helping(self.now())
     }
 
-    /// Whether the moment `at_ns` is less than [`APP_RECENT`] ago and no CQ
-    /// was armed in that time.
-    fn recent_and_unarmed(&self, at_ns: u64) -> bool {
-        let now = self.now();
-        within(now, at_ns, APP_RECENT) && !within(now, self.last_arm.load(Ordering::SeqCst), APP_RECENT)
-    }
-
-    /// Whether this thread, which last moved packets at `last_moved` (ns),
-    /// keeps spinning: within [`SPIN_AFTER_MOVE`] of that, while no
-    /// application thread is posting (it may be waiting for the lock this
-    /// thread takes each round) or ran a round or posted within
-    /// [`APP_RECENT`] (a polling application takes the packets itself, and
-    /// a spinning thread beside a running one would take its core: blocking
-    /// send_bw lost 7% when only rounds counted, its posters' polls finding
-    /// completions).
+    /// Whether this progress thread, which last moved packets at
+    /// `last_moved` (ns), keeps spinning (`AppActivity::serves_alone`).
     pub(crate) fn serves_alone(&self, last_moved: u64) -> bool {
-        let now = self.now();
-        let polled = self.last_help.load(Ordering::Relaxed);
-        let posted = self.last_post.load(Ordering::Relaxed);
-        within(now, last_moved, SPIN_AFTER_MOVE)
-            && !within(now, polled, APP_RECENT)
-            && !within(now, posted, APP_RECENT)
-            && self.posting.load(Ordering::Relaxed) == 0
+        self.activity.serves_alone(self.now(), last_moved)
     }
 
-    /// Dozes (see `doze`) if `still()` holds once `dozing` is set: an arm
-    /// after that look rings the doorbell and ends the doze (SeqCst with
-    /// `Driver::arm`'s store of `last_arm` and its look at `dozing`).
+    /// Dozes while `still()` holds (`AppActivity::doze_while`).
     fn doze_while(&self, still: impl Fn() -> bool) {
-        self.dozing.store(true, Ordering::SeqCst);
-        if still() {
-            self.doze(DOZE);
-        }
-        self.dozing.store(false, Ordering::SeqCst);
+        self.activity.doze_while(still, || self.doze(DOZE));
     }
 
     /// The progress thread.
@@ -273,7 +218,7 @@ impl Driver {
                     (true, true) => self.sleep(self.before_sleep()),
                     (true, false) => std::thread::yield_now(),
                 }
-            } else if self.app_moves_packets() {
+            } else if self.activity.moves_packets(self.now()) {
                 // The application's thread polls often enough to move the
                 // packets itself: this thread, woken by each one only to
                 // find it taken, would take a core from it (four threads
@@ -284,7 +229,7 @@ impl Driver {
                 // not merely polling: a thread that polls now and then
                 // while this one answers (read_lat's responder) would
                 // leave requests waiting.
-                self.doze_while(|| self.app_moves_packets());
+                self.doze_while(|| self.activity.moves_packets(self.now()));
             } else if self.serves_alone(last_moved) {
                 // Packets moved a moment ago and no application thread
                 // polls: the peer's next request likely comes within a
