@@ -23,7 +23,8 @@ thread_local! {
 /// through the scheduler: a microsecond or more, and the core given away
 /// whenever anything else is runnable); only after [`SPIN_ROUNDS`] empty
 /// rounds in a row does the thread yield, so that a peer or a progress
-/// thread short of a core gets one.
+/// thread short of a core gets one (and not for a while after a yield that
+/// found the core shared: [`offer_core_once`]).
 pub fn idle(ctx: &Context) {
     let moved = ctx.try_progress() > 0;
     let offer_core = EMPTY_ROUNDS.with(|n| {
@@ -32,11 +33,48 @@ pub fn idle(ctx: &Context) {
         empty == SPIN_ROUNDS
     });
     if offer_core {
-        std::thread::yield_now();
+        offer_core_once();
     } else if !moved {
         // After a round that moved packets the caller looks at once: what
         // it waits for may have come (a pause is 40 to 140 cycles).
         std::hint::spin_loop();
+    }
+}
+
+/// A yield that gave the core away for this long ran another thread that
+/// waits too (a peer's end spinning on the same core).
+const SHARED_CORE: Duration = Duration::from_micros(20);
+/// How long a thread that found its core shared spins without yielding.
+const HOLD_CORE: Duration = Duration::from_millis(1);
+
+thread_local! {
+    /// Until when this thread does not yield.
+    static NO_YIELD_UNTIL: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// The cores this process may run on (its affinity, a cgroup's quota).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Offers the core to another runnable thread (a peer, a progress thread
+/// short of one). If one took it for long, both ends spin on one core while
+/// the other may idle: two threads that hand a core back and forth stay
+/// "cache hot", and the scheduler's balancing left such a pair together
+/// for 30 ms at a time (a blocking write_lat through the same-host rings
+/// at 8 to 20 us a half trip instead of 3, one run in four). A thread that
+/// keeps its core for a while lets the other go cold, and the scheduler
+/// moves a cold thread to an idle core. (With one core there is nowhere
+/// to move to: it always yields.)
+fn offer_core_once() {
+    let now = Instant::now();
+    if NO_YIELD_UNTIL.get().is_some_and(|t| now < t) {
+        return;
+    }
+    std::thread::yield_now();
+    if cores() > 1 && now.elapsed() >= SHARED_CORE {
+        NO_YIELD_UNTIL.set(Some(Instant::now() + HOLD_CORE));
     }
 }
 
