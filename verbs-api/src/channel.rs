@@ -3,6 +3,7 @@
 //! event-driven programs (epoll, mio) and for C programs' `channel->fd`.
 
 use crate::cq::{Cq, CqInner};
+use crate::driver::Driver;
 use crate::error::Error;
 use crate::event_fd::EventQueue;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -16,20 +17,37 @@ pub struct CompChannel(pub(crate) Arc<ChannelInner>);
 pub(crate) struct ChannelInner {
     /// The CQs whose event fired, one entry per event.
     events: EventQueue<Weak<CqInner>>,
+    /// The device whose CQs report here (weak: an armed CQ's entry in the
+    /// driver holds the channel).
+    driver: Weak<Driver>,
 }
 
 impl CompChannel {
-    pub(crate) fn new() -> Result<CompChannel, Error> {
-        Ok(CompChannel(Arc::new(ChannelInner { events: EventQueue::new("ibv_create_comp_channel")? })))
+    pub(crate) fn new(driver: Weak<Driver>) -> Result<CompChannel, Error> {
+        Ok(CompChannel(Arc::new(ChannelInner { events: EventQueue::new("ibv_create_comp_channel")?, driver })))
     }
 
     /// Waits up to `timeout` for a CQ event (`ibv_get_cq_event`). The CQ must be
     /// armed again with [`Cq::req_notify`] for its next event.
     pub fn get_cq_event(&self, timeout: Duration) -> Result<Cq, Error> {
         let deadline = Instant::now() + timeout;
+        let mut take_packets = true;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            if let Some(cq) = self.0.events.take(left) {
+            let event = match self.0.driver.upgrade() {
+                // The packet that completes the event is taken in by this
+                // thread if it comes first (`Driver::wait_taking_packets`);
+                // once, then the progress thread takes the rest in: packets
+                // that did not complete it (a stream's) would wake this
+                // thread for nothing.
+                Some(driver) => self.0.events.try_take().or_else(|| {
+                    driver.wait_taking_packets(self.as_fd(), left, std::mem::take(&mut take_packets));
+                    self.0.events.try_take()
+                }),
+                // The device is closed: only events already fired.
+                None => self.0.events.take(left),
+            };
+            if let Some(cq) = event {
                 // A CQ destroyed since its event fired has nothing to report.
                 if let Some(inner) = cq.upgrade() {
                     return Ok(Cq(inner));

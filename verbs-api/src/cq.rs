@@ -38,7 +38,7 @@ impl Context {
 
     /// A completion channel (`ibv_create_comp_channel`).
     pub fn create_comp_channel(&self) -> Result<CompChannel, Error> {
-        CompChannel::new()
+        CompChannel::new(Arc::downgrade(&self.0.owner.driver))
     }
 }
 

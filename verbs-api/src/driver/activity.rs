@@ -51,6 +51,8 @@ pub(crate) struct AppActivity {
     arm: AtomicU64,
     /// The progress thread dozes on the doorbell alone (not the link).
     dozing: AtomicBool,
+    /// The progress thread sleeps on the link (and the doorbell).
+    sleeping: AtomicBool,
 }
 
 /// An application thread in a post: counted from before it waits for the
@@ -130,6 +132,19 @@ impl AppActivity {
             && !within(now, self.round.load(Ordering::Relaxed), APP_RECENT)
             && !within(now, self.post.load(Ordering::Relaxed), APP_RECENT)
             && self.posting.load(Ordering::Relaxed) == 0
+    }
+
+    /// Runs `sleep` with the progress thread marked sleeping on the link.
+    pub fn sleep(&self, sleep: impl FnOnce()) {
+        self.sleeping.store(true, Ordering::Relaxed);
+        sleep();
+        self.sleeping.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether the progress thread sleeps or dozes: a packet now would cost
+    /// it a wake-up (or, dozing, wait for the doze's end).
+    pub fn thread_sleeps(&self) -> bool {
+        self.sleeping.load(Ordering::Relaxed) || self.dozing.load(Ordering::Relaxed)
     }
 
     /// Runs `doze` if `still()` holds once the thread is marked dozing: an

@@ -22,6 +22,7 @@
 //! measurement is in docs/ARCHITECTURE.md).
 
 mod activity;
+mod event_wait;
 mod fds;
 mod mcast;
 mod open;

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, TryLockError};
 use std::time::Duration;
 use uroce_stack::link::{LinkInfo, MIN_RECEIVE_BATCH};
+use uroce_transport::engine::Instant;
 
 /// The longest a blocking progress thread sleeps with nothing due: it wakes
 /// earlier for packets, the doorbell and timers.
@@ -28,7 +29,7 @@ const DOZE: Duration = Duration::from_millis(1);
 const TIMER_SLACK_NS: u64 = 1_000;
 /// How long a round waits inside `recv` on a link that offers no descriptor
 /// to wait on.
-const LINK_WAIT: Duration = Duration::from_millis(1);
+pub(super) const LINK_WAIT: Duration = Duration::from_millis(1);
 
 /// The default budget of unacknowledged request packets: what the link's
 /// receive queue holds (the peer's is taken to be alike).
@@ -133,16 +134,22 @@ impl Driver {
         // windows they are read against hundreds.
         let now = self.now();
         self.activity.runs_round(now);
-        let moved = match self.core.try_lock() {
-            // ACKs held back: the progress thread ends the hold (AckHold).
-            Ok(core) => self.round_from(core, Duration::ZERO, true),
-            Err(TryLockError::Poisoned(e)) => self.round_from(e.into_inner(), Duration::ZERO, true),
-            Err(TryLockError::WouldBlock) => 0,
-        };
+        let moved = self.try_round();
         if moved > 0 && self.progress() == Progress::Blocking {
             self.activity.round_moved(now);
         }
         moved
+    }
+
+    /// A round if no other thread holds the lock (it is moving the packets
+    /// already), else nothing; ACKs held back, which the progress thread
+    /// ends (AckHold).
+    pub(crate) fn try_round(&self) -> usize {
+        match self.core.try_lock() {
+            Ok(core) => self.round_from(core, Duration::ZERO, true),
+            Err(TryLockError::Poisoned(e)) => self.round_from(e.into_inner(), Duration::ZERO, true),
+            Err(TryLockError::WouldBlock) => 0,
+        }
     }
 
     /// Whether an application thread polls now (`AppActivity::is_helping`).
@@ -248,17 +255,13 @@ impl Driver {
     fn before_sleep(&self) -> Duration {
         let mut core = self.lock();
         core.ack_hold.thread_asleep = true;
-        let now = self.now();
-        let hold_due = core.ack_hold.left(now);
-        let engine_due = core.engine.poll_timeout().map(|t| t - now);
-        let cm_due = core.qp1.as_ref().and_then(|q| q.cm.poll_timeout()).map(|t| t - now);
-        let link_due = core.link.next_due().map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        let due = core.next_due(self.now());
         // A link whose peers must be told it sleeps (the udp link's same-host
         // rings) may find something already waiting: then no sleep.
         if !core.link.prepare_to_sleep() {
             return Duration::ZERO;
         }
-        [engine_due, cm_due, link_due, hold_due].into_iter().flatten().fold(IDLE_WAIT, Duration::min)
+        due
     }
 
     /// Sleeps until the link is readable, the doorbell rings or `timeout` passes.
@@ -272,7 +275,9 @@ impl Driver {
             PollFd::new(mcast.as_fd(), PollFlags::POLLIN),
         ];
         // Microseconds: a held ACK may be due within tens of them.
-        let _ = ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None);
+        self.activity.sleep(|| {
+            let _ = ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None);
+        });
         if fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
             let _ = self.doorbell.read();
         }
@@ -301,5 +306,17 @@ impl Driver {
                 return;
             }
         }
+    }
+}
+
+impl Core {
+    /// How long until the engine's, QP1's or the link's next deadline, or a
+    /// running ACK hold's end, at most [`IDLE_WAIT`].
+    pub(super) fn next_due(&self, now: Instant) -> Duration {
+        let hold_due = self.ack_hold.left(now);
+        let engine_due = self.engine.poll_timeout().map(|t| t - now);
+        let cm_due = self.qp1.as_ref().and_then(|q| q.cm.poll_timeout()).map(|t| t - now);
+        let link_due = self.link.next_due().map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        [engine_due, cm_due, link_due, hold_due].into_iter().flatten().fold(IDLE_WAIT, Duration::min)
     }
 }
