@@ -107,6 +107,20 @@ fn pds_mrs_and_cqs_answer_as_rdma_core() {
     }
 }
 
+/// A thread cancelled while it polls a CQ ends at its own cancellation
+/// point (the process aborted before: a round's system calls inside the
+/// poll were cancellation points); one blocked in `ibv_get_cq_event` is
+/// cancelled there. With each kind of progress thread.
+#[test]
+fn threads_cancelled_while_polling_or_waiting_end_as_with_rdma_core() {
+    for progress in ["blocking", "busy-poll"] {
+        let net = TestNet::new();
+        if let Some(out) = run_c_program_with("cancel", &net.udp(1), &[], &[("UROCE_PROGRESS", progress)]) {
+            assert_eq!(out.trim(), "ok", "UROCE_PROGRESS={progress}");
+        }
+    }
+}
+
 #[test]
 fn a_forked_child_opens_the_device_its_parent_closed() {
     if let Some(out) = run_c_program("fork") {

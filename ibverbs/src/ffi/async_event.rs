@@ -52,14 +52,15 @@ fn async_fd(ctx: *mut IbvContext) -> Option<c_int> {
 }
 
 #[no_mangle]
-pub extern "C" fn ibv_get_async_event(ctx: *mut IbvContext, event: *mut IbvAsyncEvent) -> c_int {
+pub extern "C-unwind" fn ibv_get_async_event(ctx: *mut IbvContext, event: *mut IbvAsyncEvent) -> c_int {
     let Some(fd) = async_fd(ctx).filter(|_| !event.is_null()) else {
         set_errno(libc::EINVAL);
         return -1;
     };
     loop {
         // The read runs outside `guard` with no lock taken, as a thread may be
-        // cancelled in it; it blocks unless the program set O_NONBLOCK.
+        // cancelled in it (unwound: hence "C-unwind"); it blocks unless the
+        // program set O_NONBLOCK.
         let mut record = [0u8; 8];
         if read_record(fd, &mut record) != record.len() as isize {
             return -1; // read()'s errno: EAGAIN, EINTR, ...

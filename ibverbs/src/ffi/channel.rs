@@ -4,7 +4,9 @@
 //! record from it, blocking unless the program set O_NONBLOCK (then -1 with
 //! EAGAIN), interrupted by signals (EINTR), and cancellable inside the read
 //! (rping cancels its CQ thread there), which is why the read runs with no
-//! lock or destructor alive in its frame.
+//! lock or destructor alive in its frame and why the function is `extern
+//! "C-unwind"`: glibc's forced unwind out of an `extern "C"` Rust function
+//! aborted the process (`ibverbs/tests/c/cancel.c`).
 
 use super::abi::{IbvCompChannel, IbvContext, IbvCq};
 use super::cq::{cq_by_id, UroceCq, CQS};
@@ -58,7 +60,7 @@ pub fn read_record(fd: c_int, record: &mut [u8; 8]) -> isize {
 }
 
 #[no_mangle]
-pub extern "C" fn ibv_get_cq_event(
+pub extern "C-unwind" fn ibv_get_cq_event(
     channel: *mut IbvCompChannel,
     cq_out: *mut *mut IbvCq,
     cq_context_out: *mut *mut c_void,

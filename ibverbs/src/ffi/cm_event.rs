@@ -108,7 +108,7 @@ fn c_event_of(e: CmEvent) -> Option<*mut RdmaCmEvent> {
 }
 
 #[no_mangle]
-pub extern "C" fn rdma_get_cm_event(channel: *mut RdmaEventChannel, event: *mut *mut RdmaCmEvent) -> c_int {
+pub extern "C-unwind" fn rdma_get_cm_event(channel: *mut RdmaEventChannel, event: *mut *mut RdmaCmEvent) -> c_int {
     let Some(ch) = EVENT_CHANNELS.get(channel.cast::<UroceEventChannel>()).filter(|_| !event.is_null()) else {
         if !event.is_null() && recently_destroyed(channel) {
             // Another thread destroyed it between two of this thread's
@@ -128,7 +128,9 @@ pub extern "C" fn rdma_get_cm_event(channel: *mut RdmaEventChannel, event: *mut 
     let fd = unsafe { (*channel).fd };
     loop {
         // The read runs outside `guard` with no lock taken: a thread may be
-        // cancelled in it (rping cancels its CM thread there).
+        // cancelled in it (rping cancels its CM thread there; unwound, hence
+        // "C-unwind"; a cancelled reader stays counted, and the channel is
+        // then kept when destroyed).
         let mut record = [0u8; 8];
         ch.readers.fetch_add(1, Ordering::AcqRel);
         let n = read_record(fd, &mut record);

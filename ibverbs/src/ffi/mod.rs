@@ -83,14 +83,53 @@ pub fn set_errno(e: c_int) {
 }
 
 /// Runs `f`, turning a panic into `on_panic` (with errno EIO) instead of
-/// unwinding into C, which would be undefined behaviour (and aborts).
+/// unwinding into C, which would be undefined behaviour (and aborts), and
+/// with the thread's cancellation off ([`CancelOff`]).
 pub fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
+    let _off = CancelOff::new();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(v) => v,
         Err(_) => {
             set_errno(libc::EIO);
             on_panic
         }
+    }
+}
+
+// glibc's (and musl's) values; the libc crate does not declare these.
+const PTHREAD_CANCEL_DISABLE: c_int = 1;
+extern "C" {
+    fn pthread_setcancelstate(state: c_int, oldstate: *mut c_int) -> c_int;
+}
+
+/// The calling thread's cancellation, off while it lives. A verb's work
+/// reaches system calls that are cancellation points (a poll that finds
+/// nothing runs a round: `recvmmsg`, `sendmmsg`), where rdma-core's verbs
+/// have none: a thread cancelled there was unwound through Rust frames and
+/// the process aborted ("exception not rethrown") when a program cancelled
+/// a thread that polled a CQ. With cancellation off, a cancel requested
+/// meanwhile waits for the program's next cancellation point, as it would
+/// with rdma-core. (The blocking reads of `ibv_get_cq_event`,
+/// `ibv_get_async_event` and `rdma_get_cm_event` stay cancellation points:
+/// they run outside `guard`, with nothing to drop in their frames.)
+struct CancelOff(c_int);
+
+impl CancelOff {
+    fn new() -> CancelOff {
+        let mut before = 0;
+        // SAFETY: sets the calling thread's own state; `before` is a valid
+        // out-pointer for the state it had.
+        unsafe { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &mut before) };
+        CancelOff(before)
+    }
+}
+
+impl Drop for CancelOff {
+    fn drop(&mut self) {
+        let mut off = 0;
+        // SAFETY: as in `new`; restores the state the thread had. Not a
+        // cancellation point itself: a pending cancel acts at the program's next.
+        unsafe { pthread_setcancelstate(self.0, &mut off) };
     }
 }
 
