@@ -109,13 +109,28 @@ fn pds_mrs_and_cqs_answer_as_rdma_core() {
 
 /// A thread cancelled while it polls a CQ ends at its own cancellation
 /// point (the process aborted before: a round's system calls inside the
-/// poll were cancellation points); one blocked in `ibv_get_cq_event` is
-/// cancelled there. With each kind of progress thread.
+/// poll were cancellation points); threads blocked in `ibv_get_cq_event`,
+/// `ibv_get_async_event` and `rdma_get_cm_event` are cancelled there (the
+/// process aborted there too); the device answers afterwards. With each
+/// kind of progress thread the drop-in offers.
 #[test]
 fn threads_cancelled_while_polling_or_waiting_end_as_with_rdma_core() {
     for progress in ["blocking", "busy-poll"] {
         let net = TestNet::new();
         if let Some(out) = run_c_program_with("cancel", &net.udp(1), &[], &[("UROCE_PROGRESS", progress)]) {
+            assert_eq!(out.trim(), "ok", "UROCE_PROGRESS={progress}");
+        }
+    }
+}
+
+/// `ibv_get_cq_event` answers signals as the kernel's `read()` would,
+/// SA_RESTART or not, with each kind of progress thread (blocking: it may
+/// wait beside the link to take the completing packet in itself).
+#[test]
+fn a_signal_interrupts_an_event_wait_as_it_interrupts_a_read() {
+    for progress in ["blocking", "busy-poll"] {
+        let net = TestNet::new();
+        if let Some(out) = run_c_program_with("cq_event_signals", &net.udp(1), &[], &[("UROCE_PROGRESS", progress)]) {
             assert_eq!(out.trim(), "ok", "UROCE_PROGRESS={progress}");
         }
     }

@@ -3,12 +3,28 @@
 //! event-driven programs (epoll, mio) and for C programs' `channel->fd`.
 
 use crate::cq::{Cq, CqInner};
-use crate::driver::Driver;
+use crate::driver::{Driver, EventWait, LINK_WAIT, MAX_WAIT_BESIDE_LINK};
 use crate::error::Error;
 use crate::event_fd::EventQueue;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+
+/// What a thread that blocks on a channel's descriptor itself watches
+/// beside it ([`CompChannel::packet_watch`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PacketWatch {
+    /// The link's descriptors (the second may repeat the first); `None`: a
+    /// link with none (wait on the channel alone, at most `at_most`).
+    pub fds: Option<[RawFd; 2]>,
+    /// The longest the wait may last before [`CompChannel::after_watch`]
+    /// (the waiting thread holds the device meanwhile; a manual device's
+    /// next timer may be sooner); `None`: as long as the caller's.
+    pub at_most: Option<Duration>,
+    /// Something waits already: no wait, [`CompChannel::after_watch`] with
+    /// `true` at once.
+    pub ready_now: bool,
+}
 
 /// `struct ibv_comp_channel`: cheap to clone.
 #[derive(Clone)]
@@ -28,24 +44,31 @@ impl CompChannel {
     }
 
     /// Waits up to `timeout` for a CQ event (`ibv_get_cq_event`). The CQ must be
-    /// armed again with [`Cq::req_notify`] for its next event.
+    /// armed again with [`Cq::req_notify`] for its next event. While the
+    /// device's progress thread sleeps (and always on a manual device) the
+    /// wait watches the link too and runs a round when packets come first
+    /// (once per call, holding the device for at most 100 ms a wait; docs/ARCHITECTURE.md):
+    /// it may send ACKs, fire other channels and hand out rdma_cm events.
+    /// The channel must be one of the device's whose CQs report to it.
     pub fn get_cq_event(&self, timeout: Duration) -> Result<Cq, Error> {
         let deadline = Instant::now() + timeout;
-        let mut take_packets = true;
+        let mut first = true;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let event = match self.0.driver.upgrade() {
-                // The packet that completes the event is taken in by this
-                // thread if it comes first (`Driver::wait_taking_packets`);
-                // once, then the progress thread takes the rest in: packets
-                // that did not complete it (a stream's) would wake this
-                // thread for nothing.
-                Some(driver) => self.0.events.try_take().or_else(|| {
-                    driver.wait_taking_packets(self.as_fd(), left, std::mem::take(&mut take_packets));
-                    self.0.events.try_take()
-                }),
-                // The device is closed: only events already fired.
-                None => self.0.events.take(left),
+            // The packet that completes the event is taken in by this thread
+            // if it comes first (`Driver::event_wait`); once, then the
+            // progress thread takes the rest in: packets that did not
+            // complete it (a stream's) would wake this thread for nothing.
+            let plan = self.0.driver.upgrade().map(|d| (d.event_wait(std::mem::take(&mut first)), d));
+            let event = match plan {
+                Some((EventWait::TakingPackets { at_most, link_ready }, driver)) => {
+                    self.0.events.try_take().or_else(|| {
+                        driver.wait_taking_packets(self.as_fd(), left, at_most, link_ready);
+                        self.0.events.try_take()
+                    })
+                }
+                // The descriptor alone, holding nothing of the device.
+                _ => self.0.events.take(left),
             };
             if let Some(cq) = event {
                 // A CQ destroyed since its event fired has nothing to report.
@@ -57,6 +80,30 @@ impl CompChannel {
             if left.is_zero() {
                 return Err(Error::Timeout { verb: "ibv_get_cq_event" });
             }
+        }
+    }
+
+    /// For a caller that blocks on the channel's descriptor itself (the
+    /// drop-in's `ibv_get_cq_event`, whose wait must stay a bare,
+    /// cancellable libc call), before it blocks: what to watch beside the
+    /// descriptor so that this thread takes in the packet that completes
+    /// its event, as [`CompChannel::get_cq_event`] does; `None`: the
+    /// descriptor alone. `first`: the call's first wait.
+    pub fn packet_watch(&self, first: bool) -> Option<PacketWatch> {
+        let driver = self.0.driver.upgrade()?;
+        let EventWait::TakingPackets { at_most, link_ready } = driver.event_wait(first) else { return None };
+        let fds = driver.link_wait_fds().map(|fds| fds.map(|fd| fd.as_raw_fd()));
+        // A link with no descriptor is looked at every LINK_WAIT.
+        let cap = if fds.is_none() { LINK_WAIT } else { MAX_WAIT_BESIDE_LINK };
+        Some(PacketWatch { fds, at_most: Some(at_most.map_or(cap, |t| t.min(cap))), ready_now: link_ready })
+    }
+
+    /// After a wait [`CompChannel::packet_watch`] asked for: takes the
+    /// packets in if the link's descriptors were readable (`link_ready`;
+    /// on a manual device, always).
+    pub fn after_watch(&self, link_ready: bool) {
+        if let Some(driver) = self.0.driver.upgrade() {
+            driver.after_event_wait(link_ready);
         }
     }
 

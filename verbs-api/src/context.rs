@@ -25,7 +25,10 @@ pub enum Progress {
     /// application thread polling it sleeps on the link, as a blocking one
     /// does, until the next packet, post or timer.
     BusyPoll,
-    /// No thread: the application calls [`Context::progress`] (tests, benchmarks).
+    /// No thread: the application calls [`Context::progress`] (tests,
+    /// benchmarks); a wait for a completion event
+    /// ([`crate::CompChannel::get_cq_event`]) or a CM event moves the
+    /// packets meanwhile.
     Manual,
 }
 

@@ -58,7 +58,7 @@ mod srq;
 pub mod testing;
 mod window;
 
-pub use channel::CompChannel;
+pub use channel::{CompChannel, PacketWatch};
 pub use context::{Context, OpenOptions, Progress};
 pub use cq::Cq;
 pub use device::{devices, node_guid_of, Device, DeviceAttr, PortAttr, PortState};

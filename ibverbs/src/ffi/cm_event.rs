@@ -117,7 +117,8 @@ pub extern "C-unwind" fn rdma_get_cm_event(channel: *mut RdmaEventChannel, event
             // descriptor would fail with EBADF, and rping would exit(-1)
             // before main's exit(0); waiting a second first lets the
             // process end as it meant to.
-            std::thread::sleep(std::time::Duration::from_secs(1));
+            // (Not a cancellation point: the sleep runs with it off.)
+            guard((), || std::thread::sleep(std::time::Duration::from_secs(1)));
             set_errno(libc::EBADF);
             return -1;
         }

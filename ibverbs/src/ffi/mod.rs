@@ -84,7 +84,7 @@ pub fn set_errno(e: c_int) {
 
 /// Runs `f`, turning a panic into `on_panic` (with errno EIO) instead of
 /// unwinding into C, which would be undefined behaviour (and aborts), and
-/// with the thread's cancellation off ([`CancelOff`]).
+/// with the thread's cancellation off (`CancelOff`).
 pub fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
     let _off = CancelOff::new();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
@@ -93,6 +93,24 @@ pub fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
             set_errno(libc::EIO);
             on_panic
         }
+    }
+}
+
+/// The libc calls a verb blocks in as a cancellation point, declared so
+/// that a thread cancelled inside them is unwound through them (the libc
+/// crate declares them `extern "C"`, out of which no unwind may pass).
+pub mod cancellable {
+    use core::ffi::{c_int, c_void};
+    extern "C-unwind" {
+        pub fn read(fd: c_int, buf: *mut c_void, count: usize) -> isize;
+        pub fn recv(fd: c_int, buf: *mut c_void, len: usize, flags: c_int) -> isize;
+        pub fn poll(fds: *mut libc::pollfd, nfds: libc::nfds_t, timeout: c_int) -> c_int;
+        pub fn ppoll(
+            fds: *mut libc::pollfd,
+            nfds: libc::nfds_t,
+            timeout: *const libc::timespec,
+            sigmask: *const libc::sigset_t,
+        ) -> c_int;
     }
 }
 

@@ -198,10 +198,11 @@ pub extern "C" fn ibv_dofork_range() -> c_int {
 }
 symver!(ibv_dofork_range, "IBVERBS_1.1");
 
-/// rsocket's `rpoll` on ordinary descriptors is `poll(2)`.
+/// rsocket's `rpoll` on ordinary descriptors is `poll(2)`, a cancellation
+/// point as librdmacm's is (hence "C-unwind").
 #[no_mangle]
-pub extern "C" fn rpoll(fds: *mut libc::pollfd, nfds: libc::nfds_t, timeout: c_int) -> c_int {
+pub extern "C-unwind" fn rpoll(fds: *mut libc::pollfd, nfds: libc::nfds_t, timeout: c_int) -> c_int {
     // SAFETY: the caller's array of nfds pollfds, passed on as poll(2) takes it.
-    unsafe { libc::poll(fds, nfds, timeout) }
+    unsafe { super::cancellable::poll(fds, nfds, timeout) }
 }
 symver!(rpoll, "RDMACM_1.0");

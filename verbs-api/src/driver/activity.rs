@@ -3,12 +3,14 @@
 //!
 //! Packets move in whichever thread takes the driver's lock (`Driver::round`
 //! from the progress thread, `Driver::help` from an application thread that
-//! polls, `Driver::post` from one that posts). On a 2-core machine a
-//! progress thread that spins beside a polling application takes its core,
-//! and one that sleeps while nobody polls pays a wake-up (about 6 us here)
-//! for every request. The application threads mark what they do here; the
-//! progress thread reads the marks. Every moment is a `Driver::now()` in ns,
-//! 0 for never; each mark counts for [`APP_RECENT`].
+//! polls, `Driver::post` from one that posts, `Driver::try_round` from one
+//! waiting for a completion event). On a 2-core machine a progress thread
+//! that spins beside a polling application takes its core, and one that
+//! sleeps while nobody polls pays a wake-up (about 6 us here) for every
+//! request. The application threads mark what they do here, and the
+//! progress thread reads the marks; it marks its own sleeps and dozes here
+//! too, which a thread waiting for an event reads. Every moment is a
+//! `Driver::now()` in ns, 0 for never; each mark counts for [`APP_RECENT`].
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;

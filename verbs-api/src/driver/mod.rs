@@ -48,7 +48,9 @@ use tx::{AckHold, TxBatch, STREAM_INFLIGHT};
 use uroce_stack::link::{Integrity, Link, LinkInfo, OpenedLink, RxBatch, SteerKey};
 use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Event, Gid, Instant, QpInitAttr, RxMeta};
 
+pub(crate) use event_wait::{EventWait, MAX_WAIT_BESIDE_LINK};
 pub(crate) use open::{is_open, open_device};
+pub(crate) use progress::LINK_WAIT;
 pub use published::{device_counters, Stat};
 
 /// Everything of one device that changes, under the driver's one lock.

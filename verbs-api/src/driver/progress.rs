@@ -29,7 +29,7 @@ const DOZE: Duration = Duration::from_millis(1);
 const TIMER_SLACK_NS: u64 = 1_000;
 /// How long a round waits inside `recv` on a link that offers no descriptor
 /// to wait on.
-pub(super) const LINK_WAIT: Duration = Duration::from_millis(1);
+pub(crate) const LINK_WAIT: Duration = Duration::from_millis(1);
 
 /// The default budget of unacknowledged request packets: what the link's
 /// receive queue holds (the peer's is taken to be alike).
@@ -121,7 +121,8 @@ impl Driver {
     /// A round run by an application thread that polls and found nothing:
     /// it moves its packets itself instead of waiting for the progress
     /// thread to be scheduled (on a 2-core machine that wait is a scheduler
-    /// tick). Not on manual devices, where only `progress` moves.
+    /// tick). Not on manual devices, where only `progress` (and a wait for a
+    /// completion or CM event) moves.
     ///
     /// It does not wait for the lock: a thread holding it is moving the
     /// packets already, and a poller put to sleep on a contended lock pays a
@@ -163,7 +164,8 @@ impl Driver {
         self.activity.serves_alone(self.now(), last_moved)
     }
 
-    /// Dozes while `still()` holds (`AppActivity::doze_while`).
+    /// Dozes once, for [`DOZE`], if `still()` holds once the thread is
+    /// marked dozing (`AppActivity::doze_while`).
     fn doze_while(&self, still: impl Fn() -> bool) {
         self.activity.doze_while(still, || self.doze(DOZE));
     }
