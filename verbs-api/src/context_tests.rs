@@ -283,3 +283,40 @@ fn a_thread_waiting_for_an_event_takes_its_packet_in() {
     assert_eq!((wc[0].wr_id, wc[0].status), (5, WcStatus::Success));
     assert_eq!(rx.to_vec(), vec![9; 8]);
 }
+
+/// An arm (`ibv_req_notify_cq`) asks for an event at the next completion,
+/// not for one already waiting in the CQ: perftest arms before it polls the
+/// completion its last event announced, and an event fired for that one
+/// (by any round in between) woke it with nothing new to poll.
+#[test]
+fn an_arm_fires_for_the_next_completion_not_for_one_waiting() {
+    let RcPair { ctx_a, ctx_b, pd_a, pd_b, cq_a, net: _net, .. } = pair(46);
+    let channel = ctx_b.create_comp_channel().unwrap();
+    let cq = ctx_b.create_cq(4, Some(&channel)).unwrap();
+    let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
+    let b = pd_b.create_qp(&QpInit::rc(&cq, &cq)).unwrap();
+    connect_pair(&a, &b);
+    let rx = pd_b.reg_mr(16, AccessFlags::LOCAL_WRITE).unwrap();
+    for wr_id in [1, 2] {
+        b.post_recv(&RecvWr { wr_id, sg_list: rx.sge(8 * (wr_id as usize - 1), 8).into() }).unwrap();
+    }
+    let tx = pd_a.reg_mr_with(vec![3; 8], AccessFlags::LOCAL_WRITE).unwrap();
+    let send = |wr_id| a.post_send(&SendWr::new(wr_id, WrOp::Send, tx.sge(0, 8))).unwrap();
+
+    send(1);
+    progress_until(&[&ctx_a, &ctx_b], || ctx_b.driver().lock().engine.cq_pushed(cq.handle()) == 1);
+    cq.req_notify(false).unwrap();
+    for _ in 0..10 {
+        ctx_b.progress();
+    }
+    assert!(channel.try_get_cq_event().is_none(), "an event for the completion waiting at the arm");
+    send(2);
+    let mut fired = false;
+    progress_until(&[&ctx_a, &ctx_b], || {
+        fired |= channel.try_get_cq_event().is_some();
+        fired
+    });
+    assert!(fired, "the next completion fires the armed CQ");
+    let mut wc = [WorkCompletion::default(); 2];
+    assert_eq!(cq.poll(&mut wc), 2, "both completions wait in the CQ");
+}

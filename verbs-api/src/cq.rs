@@ -94,8 +94,15 @@ impl Cq {
         }
     }
 
+    /// Completions waiting to be polled (a snapshot: other threads may poll
+    /// them first).
+    pub fn pending(&self) -> usize {
+        self.0.ring.len()
+    }
+
     /// Arms the CQ (`ibv_req_notify_cq`): its channel becomes readable at the
-    /// next completion.
+    /// next completion (not for completions already waiting, as on a NIC:
+    /// poll after arming, before waiting).
     pub fn req_notify(&self, solicited_only: bool) -> Result<(), Error> {
         let _ = solicited_only;
         let channel = self.0.channel.clone().ok_or(Error::InvalidValue {

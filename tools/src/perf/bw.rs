@@ -158,7 +158,7 @@ impl Sender {
     /// Polls the send CQ once; each completion stands for `cq_mod` messages.
     fn reap(&mut self, s: &Session, watch: &mut Watch) -> Result<(), String> {
         let cq_mod = u64::from(s.p.cq_mod);
-        s.wait_event()?;
+        s.wait_event(&s.res.send_cq)?;
         let mut wcs = [WorkCompletion::default(); POLL_BATCH];
         let n = s.res.send_cq.poll(&mut wcs);
         let sampling = self.phases.as_ref().is_some_and(|ph| ph.state == State::Sample);
@@ -209,7 +209,7 @@ fn run_iter_bw_server(s: &mut Session, size: u64) -> Result<BwSamples, String> {
     let mut rx = Receiver::new(s, size);
     let mut watch = Watch::new();
     while rx.running() {
-        s.wait_event()?;
+        s.wait_event(&s.res.recv_cq)?;
         rx.reap(s, &mut watch)?;
     }
     Ok(rx.samples(s))

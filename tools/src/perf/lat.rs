@@ -231,7 +231,7 @@ fn receive(s: &mut Session, lat: &mut Lat, size: u64, rcnt: &mut u64, rx_depth: 
         if lat.ended() {
             return Ok(false);
         }
-        s.wait_event()?;
+        s.wait_event(&s.res.recv_cq)?;
         if s.res.recv_cq.poll(&mut wc) == 1 {
             break;
         }

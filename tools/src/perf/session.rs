@@ -220,9 +220,14 @@ impl Session {
     }
 
     /// With -e, waits for a completion event and re-arms its CQ
-    /// (`ctx_notify_events`); without, does nothing.
-    pub fn wait_event(&self) -> Result<(), String> {
+    /// (`ctx_notify_events`), unless `cq` holds completions already (an arm
+    /// fires for the next completion only, as on a NIC, and a poll may have
+    /// left some); without -e, does nothing.
+    pub fn wait_event(&self, cq: &Cq) -> Result<(), String> {
         let Some(ch) = &self.res.channel else { return Ok(()) };
+        if cq.pending() > 0 {
+            return Ok(());
+        }
         let cq = ch.get_cq_event(STALL).map_err(|_| format!("no completion event for {} s", STALL.as_secs()))?;
         cq.req_notify(false).map_err(|e| e.to_string())
     }
@@ -231,7 +236,7 @@ impl Session {
     pub fn wait_one(&self, cq: &Cq, mut watch: Watch) -> Result<WorkCompletion, String> {
         let mut wc = [WorkCompletion::default()];
         loop {
-            self.wait_event()?;
+            self.wait_event(cq)?;
             if cq.poll(&mut wc) == 1 {
                 return Ok(wc[0]);
             }

@@ -43,11 +43,13 @@ pub(crate) struct Cq {
     entries: CqRing,
     /// Set on overflow; a CQ in error accepts no more completions.
     overflowed: bool,
+    /// Completions queued since creation: an arm waits for the next one.
+    pushed: u64,
 }
 
 impl Cq {
     pub fn new(capacity: usize) -> Cq {
-        Cq { entries: CqRing(Arc::new(ArrayQueue::new(capacity.max(1)))), overflowed: false }
+        Cq { entries: CqRing(Arc::new(ArrayQueue::new(capacity.max(1)))), overflowed: false, pushed: 0 }
     }
 
     /// Queues `wc`. `Err` when it was lost, with the event to raise the
@@ -60,7 +62,13 @@ impl Cq {
             self.overflowed = true;
             return Err(Some(Event::CqError { cq: handle }));
         }
+        self.pushed += 1;
         Ok(())
+    }
+
+    /// Completions queued since the CQ was created.
+    pub fn pushed(&self) -> u64 {
+        self.pushed
     }
 
     pub fn pop(&mut self) -> Option<WorkCompletion> {

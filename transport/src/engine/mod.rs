@@ -983,6 +983,13 @@ impl Engine {
         self.sh.cqs.get(&cq).map_or(0, |q| q.len())
     }
 
+    /// Completions queued in `cq` since it was created (0 for no such CQ):
+    /// an arm (`ibv_req_notify_cq`) fires for the next one, not for those
+    /// already waiting.
+    pub fn cq_pushed(&self, cq: CqHandle) -> u64 {
+        self.sh.cqs.get(&cq).map_or(0, |q| q.pushed())
+    }
+
     /// Whether `cq` overflowed (and takes no more completions).
     pub fn cq_overflowed(&self, cq: CqHandle) -> bool {
         self.sh.cqs.get(&cq).is_some_and(|q| q.is_overflowed())
