@@ -115,10 +115,16 @@ fn pds_mrs_and_cqs_answer_as_rdma_core() {
 /// kind of progress thread the drop-in offers.
 #[test]
 fn threads_cancelled_while_polling_or_waiting_end_as_with_rdma_core() {
+    run_with_each_progress_thread("cancel");
+}
+
+/// Runs `tests/c/NAME.c` once with each kind of progress thread the
+/// drop-in offers; each run prints "ok".
+fn run_with_each_progress_thread(name: &str) {
     for progress in ["blocking", "busy-poll"] {
         let net = TestNet::new();
-        if let Some(out) = run_c_program_with("cancel", &net.udp(1), &[], &[("UROCE_PROGRESS", progress)]) {
-            assert_eq!(out.trim(), "ok", "UROCE_PROGRESS={progress}");
+        if let Some(out) = run_c_program_with(name, &net.udp(1), &[], &[("UROCE_PROGRESS", progress)]) {
+            assert_eq!(out.trim(), "ok", "{name}, UROCE_PROGRESS={progress}");
         }
     }
 }
@@ -128,12 +134,7 @@ fn threads_cancelled_while_polling_or_waiting_end_as_with_rdma_core() {
 /// wait beside the link to take the completing packet in itself).
 #[test]
 fn a_signal_interrupts_an_event_wait_as_it_interrupts_a_read() {
-    for progress in ["blocking", "busy-poll"] {
-        let net = TestNet::new();
-        if let Some(out) = run_c_program_with("cq_event_signals", &net.udp(1), &[], &[("UROCE_PROGRESS", progress)]) {
-            assert_eq!(out.trim(), "ok", "UROCE_PROGRESS={progress}");
-        }
-    }
+    run_with_each_progress_thread("cq_event_signals");
 }
 
 #[test]

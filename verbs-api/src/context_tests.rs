@@ -258,6 +258,28 @@ fn a_blocking_thread_spins_after_moving_packets_only_when_serving_alone() {
     });
 }
 
+/// A manual pair with a second pair of QPs, side b's reporting to a CQ
+/// with a completion channel.
+struct EventPair {
+    pair: RcPair,
+    channel: CompChannel,
+    cq: Cq,
+    a: Qp,
+    b: Qp,
+}
+
+impl EventPair {
+    fn open(seed: u64) -> EventPair {
+        let pair = pair(seed);
+        let channel = pair.ctx_b.create_comp_channel().unwrap();
+        let cq = pair.ctx_b.create_cq(4, Some(&channel)).unwrap();
+        let a = pair.pd_a.create_qp(&QpInit::rc(&pair.cq_a, &pair.cq_a)).unwrap();
+        let b = pair.pd_b.create_qp(&QpInit::rc(&cq, &cq)).unwrap();
+        connect_pair(&a, &b);
+        EventPair { pair, channel, cq, a, b }
+    }
+}
+
 /// A thread waiting for a completion event takes in the packet that
 /// completes it itself (`Driver::wait_taking_packets`) instead of waiting
 /// for the progress thread to take it in and fire the channel: one wake-up
@@ -265,12 +287,7 @@ fn a_blocking_thread_spins_after_moving_packets_only_when_serving_alone() {
 /// moves packets, so only the wait's own rounds can complete this one.
 #[test]
 fn a_thread_waiting_for_an_event_takes_its_packet_in() {
-    let RcPair { ctx_b, pd_a, pd_b, cq_a, net: _net, .. } = pair(45);
-    let channel = ctx_b.create_comp_channel().unwrap();
-    let cq = ctx_b.create_cq(4, Some(&channel)).unwrap();
-    let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
-    let b = pd_b.create_qp(&QpInit::rc(&cq, &cq)).unwrap();
-    connect_pair(&a, &b);
+    let EventPair { pair: RcPair { pd_a, pd_b, net: _net, .. }, channel, cq, a, b } = EventPair::open(45);
     let rx = pd_b.reg_mr(8, AccessFlags::LOCAL_WRITE).unwrap();
     b.post_recv(&RecvWr { wr_id: 5, sg_list: rx.sge(0, 8).into() }).unwrap();
     cq.req_notify(false).unwrap();
@@ -290,12 +307,7 @@ fn a_thread_waiting_for_an_event_takes_its_packet_in() {
 /// (by any round in between) woke it with nothing new to poll.
 #[test]
 fn an_arm_fires_for_the_next_completion_not_for_one_waiting() {
-    let RcPair { ctx_a, ctx_b, pd_a, pd_b, cq_a, net: _net, .. } = pair(46);
-    let channel = ctx_b.create_comp_channel().unwrap();
-    let cq = ctx_b.create_cq(4, Some(&channel)).unwrap();
-    let a = pd_a.create_qp(&QpInit::rc(&cq_a, &cq_a)).unwrap();
-    let b = pd_b.create_qp(&QpInit::rc(&cq, &cq)).unwrap();
-    connect_pair(&a, &b);
+    let EventPair { pair: RcPair { ctx_a, ctx_b, pd_a, pd_b, net: _net, .. }, channel, cq, a, b } = EventPair::open(46);
     let rx = pd_b.reg_mr(16, AccessFlags::LOCAL_WRITE).unwrap();
     for wr_id in [1, 2] {
         b.post_recv(&RecvWr { wr_id, sg_list: rx.sge(8 * (wr_id as usize - 1), 8).into() }).unwrap();
