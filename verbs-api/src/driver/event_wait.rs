@@ -6,7 +6,7 @@
 //! thread: two wake-ups (about 6 us each here) on the path of every event,
 //! where the kernel's rxe has one. A waiting thread now watches the link
 //! beside its channel while the progress thread sleeps and, when packets
-//! come first, runs the round itself. Once per wait: packets that did not
+//! come first, runs the round itself. Once per call: packets that did not
 //! complete its event (a stream's) are left to the progress thread, which
 //! is awake for them then, as a thread woken by each would only compete
 //! with it for the lock (send_bw with events lost a quarter of its rate
@@ -14,11 +14,10 @@
 //! sleeps on the link too (it keeps the timers): whichever thread takes
 //! the lock first takes the packets in.
 
-use super::progress::LINK_WAIT;
+use super::progress::{wait_for, LINK_WAIT};
 use super::Driver;
 use crate::context::Progress;
-use nix::poll::{ppoll, PollFd, PollFlags};
-use nix::sys::time::TimeSpec;
+use nix::poll::{PollFd, PollFlags};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
@@ -41,9 +40,9 @@ pub(crate) const MAX_WAIT_BESIDE_LINK: Duration = Duration::from_millis(100);
 impl Driver {
     /// Waits up to `timeout` (at most [`MAX_WAIT_BESIDE_LINK`]) for
     /// `ready` (a completion channel's descriptor) to become readable,
-    /// taking this device's packets in itself if they come first, as
-    /// `plan` ([`Driver::event_wait`]) says; then the caller looks at
-    /// `ready` again.
+    /// taking this device's packets in itself if they come first; `at_most`
+    /// and `link_ready` as [`Driver::event_wait`] gave them. Then the
+    /// caller looks at `ready` again.
     pub(crate) fn wait_taking_packets(
         &self,
         ready: BorrowedFd<'_>,
@@ -99,9 +98,9 @@ impl Driver {
         }
     }
 
-    /// The descriptors a wait beside the link watches (the second may
-    /// repeat the first); `None` for a link with none (looked at every
-    /// [`LINK_WAIT`]).
+    /// The link's descriptors a thread sleeps on, the progress thread's or
+    /// one waiting for an event (the second may repeat the first); `None`
+    /// for a link with none (looked at every [`LINK_WAIT`]).
     pub(crate) fn link_wait_fds(&self) -> Option<[BorrowedFd<'_>; 2]> {
         let link_fd = self.link_fd.as_ref()?;
         // The link's multicast groups too (a link without: its own descriptor twice).
@@ -124,10 +123,4 @@ impl Driver {
         wait_for(&mut fds, timeout);
         fds[1..].iter().any(|f| f.revents().is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLERR)))
     }
-}
-
-/// `ppoll` for `timeout` (microseconds count: a timer may be due within
-/// tens of them); EINTR or a timeout end it as readiness does.
-fn wait_for(fds: &mut [PollFd<'_>], timeout: Duration) {
-    let _ = ppoll(fds, Some(TimeSpec::from_duration(timeout)), None);
 }

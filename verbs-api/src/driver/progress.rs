@@ -268,18 +268,13 @@ impl Driver {
 
     /// Sleeps until the link is readable, the doorbell rings or `timeout` passes.
     fn sleep(&self, timeout: Duration) {
-        let Some(link_fd) = &self.link_fd else { return };
-        // The link's multicast groups too (a link without: its own descriptor twice).
-        let mcast = self.mcast_fd.as_ref().unwrap_or(link_fd);
+        let Some([link, mcast]) = self.link_wait_fds() else { return };
         let mut fds = [
             PollFd::new(self.doorbell.as_fd(), PollFlags::POLLIN),
-            PollFd::new(link_fd.as_fd(), PollFlags::POLLIN),
-            PollFd::new(mcast.as_fd(), PollFlags::POLLIN),
+            PollFd::new(link, PollFlags::POLLIN),
+            PollFd::new(mcast, PollFlags::POLLIN),
         ];
-        // Microseconds: a held ACK may be due within tens of them.
-        self.activity.sleep(|| {
-            let _ = ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None);
-        });
+        self.activity.sleep(|| wait_for(&mut fds, timeout));
         if fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
             let _ = self.doorbell.read();
         }
@@ -289,7 +284,8 @@ impl Driver {
     /// packets, which a helping application thread takes in.
     fn doze(&self, timeout: Duration) {
         let mut fds = [PollFd::new(self.doorbell.as_fd(), PollFlags::POLLIN)];
-        if ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None).is_ok_and(|n| n > 0) {
+        wait_for(&mut fds, timeout);
+        if fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
             let _ = self.doorbell.read();
         }
     }
@@ -321,4 +317,10 @@ impl Core {
         let link_due = self.link.next_due().map(|t| t.saturating_duration_since(std::time::Instant::now()));
         [engine_due, cm_due, link_due, hold_due].into_iter().flatten().fold(IDLE_WAIT, Duration::min)
     }
+}
+
+/// `ppoll` for `timeout` (microseconds count: a held ACK or a timer may be
+/// due within tens of them); EINTR or a timeout end it as readiness does.
+pub(super) fn wait_for(fds: &mut [PollFd<'_>], timeout: Duration) {
+    let _ = ppoll(fds, Some(TimeSpec::from_duration(timeout)), None);
 }
