@@ -349,6 +349,32 @@ fn ud_messages_above_the_mtu_are_not_sent_and_not_received() {
     assert_eq!(p.sim.engines[1].cq_len(p.b.recv_cq), 0);
 }
 
+/// UD and UC have no RNR NAK: a datagram (or a UC SEND) for a QP with no
+/// receive posted is dropped, the sender's completion is a success, and
+/// the receiver counts the drop (`rcvd_no_recv`).
+#[test]
+fn messages_with_no_receive_posted_are_dropped_and_counted() {
+    for t in [QpType::Ud, QpType::Uc] {
+        let mut o = QpOptions::new(t, Mtu::Mtu1024);
+        o.sq_sig_all = true;
+        let mut p = pair_with(o);
+        let rsge = Sge { addr: 0x8000, length: 4096, lkey: p.dst };
+        p.sim.engines[1].post_recv(p.b.qpn, RecvWr { wr_id: 1, sg_list: rsge.into() }).unwrap();
+        for id in 0..3u64 {
+            let mut wr = SendWr::new(id, WrOp::Send, vec![Sge { addr: 0x1000, length: 64, lkey: p.src }]);
+            if t == QpType::Ud {
+                wr.ud = Some(UdDest { dgid: p.sim.gids[1], remote_qpn: p.b.qpn, remote_qkey: o.qkey });
+            }
+            p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
+        }
+        quiesce(&mut p);
+        let sent = poll_all(&mut p.sim.engines[0], p.a.send_cq);
+        assert!(sent.len() == 3 && sent.iter().all(|w| w.status == WcStatus::Success), "{t:?}: {sent:?}");
+        assert_eq!(ids(&poll_all(&mut p.sim.engines[1], p.b.recv_cq)), [(1, WcStatus::Success)], "{t:?}");
+        assert_eq!(p.sim.engines[1].counters().get(Counter::RcvdNoRecv), 2, "{t:?}");
+    }
+}
+
 #[test]
 fn a_link_mtu_below_the_path_mtu_loses_every_full_packet() {
     for (path, want) in [(Mtu::Mtu4096, WcStatus::RetryExcErr), (Mtu::Mtu1024, WcStatus::Success)] {

@@ -261,3 +261,68 @@ fn calls_out_of_order_are_errors_that_name_the_verb() {
     assert!(e.to_string().contains("57 bytes of private data, at most 56"), "{e}");
     assert!(ch.get_cm_event(Duration::from_millis(10)).is_err(), "no stray event");
 }
+
+/// More REQs than one receive batch, all waiting when the listener's
+/// device next runs, reach its CM without a drop: QP1 posts its receives
+/// again after each batch. (It had 64 and reposted once a round, which
+/// drains many batches: cmtime's 200 connections at once lost most REQs
+/// and waited 4 s, the CM's response timeout, for each retry.)
+#[test]
+fn a_burst_of_requests_reaches_the_listener_without_a_drop() {
+    const N: usize = 300;
+    let net = TestNet::new();
+    let opts = OpenOptions { progress: Progress::Manual, ..OpenOptions::default() };
+    let server = Device::open_with(&net.udp(1), &opts).unwrap();
+    let client = Device::open_with(&net.udp(2), &opts).unwrap();
+    let server_at = at(&net, 1, 7176);
+    let sch = EventChannel::new().unwrap();
+    let listener = sch.create_id(PortSpace::Tcp).unwrap();
+    listener.bind_addr(server_at).unwrap();
+    listener.listen(N as i32).unwrap();
+    let cch = EventChannel::new().unwrap();
+    let mut clients = Vec::new();
+    for _ in 0..N {
+        let id = cch.create_id(PortSpace::Tcp).unwrap();
+        id.resolve_addr(Some(at(&net, 2, 0)), server_at, T).unwrap();
+        expect(&cch, CmEventType::AddrResolved);
+        id.resolve_route(T).unwrap();
+        expect(&cch, CmEventType::RouteResolved);
+        clients.push(id);
+    }
+    let ctx = clients[0].context().unwrap();
+    let (pd, cq) = (ctx.alloc_pd(), ctx.create_cq(64, None).unwrap());
+    let qps: Vec<Qp> = clients.iter().map(|id| id.create_qp(&pd, &QpInit::rc(&cq, &cq)).unwrap()).collect();
+    for id in &clients {
+        id.connect(&params()).unwrap();
+    }
+    // The client's device sends its REQs while it waits (no answer can
+    // come: the listener's device has not run since).
+    assert!(cch.get_cm_event(Duration::from_millis(500)).is_err(), "an event before the listener ran");
+    let sctx = listener.context().unwrap();
+    let (spd, scq) = (sctx.alloc_pd(), sctx.create_cq(64, None).unwrap());
+    let mut accepted = Vec::new();
+    for _ in 0..N {
+        let ev = expect(&sch, CmEventType::ConnectRequest);
+        let qp = ev.id.create_qp(&spd, &QpInit::rc(&scq, &scq)).unwrap();
+        ev.id.accept(Some(&params())).unwrap();
+        accepted.push((ev.id.clone(), qp));
+    }
+    let dropped = |c: &Context| c.counters().get(Counter::RcvdNoRecv);
+    assert_eq!(dropped(&server), 0, "MADs dropped for want of a receive on the listener's QP1");
+    // A manual device runs while its channel is waited on or its progress
+    // called: the client's, until its last RTU has left.
+    let server_done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            (0..N).for_each(|_| drop(expect(&sch, CmEventType::Established)));
+            server_done.store(true, std::sync::atomic::Ordering::Release);
+        });
+        (0..N).for_each(|_| drop(expect(&cch, CmEventType::Established)));
+        let until = std::time::Instant::now() + T;
+        while !server_done.load(std::sync::atomic::Ordering::Acquire) && std::time::Instant::now() < until {
+            client.progress();
+        }
+    });
+    assert_eq!(dropped(&client), 0, "MADs dropped for want of a receive on the client's QP1");
+    assert_eq!(qps.len(), N);
+}

@@ -170,6 +170,29 @@ pub fn run_pair(server: End, client: End, not_ready: &str) -> (String, String) {
     run_pair_on(server, client, not_ready, false)
 }
 
+/// Runs `client` against a `server` that does not exit by itself (it
+/// serves until stopped), then stops the server; asserts the client
+/// succeeds; its output.
+pub fn run_client_against(server: End, client: End) -> String {
+    let net = TestNet::new();
+    let dir = install_dir();
+    let running = server.spawn(dir.path(), &net.udp(1), &net.ip(1).to_string());
+    for _ in 0..200 {
+        if roce_port_bound(net.ip(1)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let child = client.spawn(dir.path(), &net.udp(2), &net.ip(1).to_string());
+    let (ok, text) = text_of(child.wait_with_output().expect("the client's output"));
+    // SIGTERM to our own `timeout`, which passes it to the server it runs.
+    let _ = Command::new("kill").args(["-TERM", &running.id().to_string()]).status();
+    let (_, server_text) = text_of(running.wait_with_output().expect("the server's output"));
+    assert!(ok, "{} {:?} client: {text}\nserver: {server_text}", client.program, client.args);
+    text
+}
+
 /// [`run_pair`] with both ends on the server's address (`shared`), as two
 /// programs share a host's `rxe0`, or each on its own.
 pub fn run_pair_on(server: End, client: End, not_ready: &str, shared: bool) -> (String, String) {

@@ -43,6 +43,7 @@ counters! {
     QkeyViolation = "qkey_viol_cntr", "Dropped: a UD datagram with another Q_Key than its QP's (the name of ibv_port_attr's counter).";
     RcvdUnknownQpn = "rcvd_unknown_qpn", "Dropped: no QP with the destination QP number.";
     RcvdBadSrc = "rcvd_bad_src", "Dropped: an RC or UC packet not from the QP's peer (source GID) or not to its GID (as rxe's check_addr).";
+    RcvdNoRecv = "rcvd_no_recv", "Dropped: a UD datagram, or a UC SEND or WRITE with immediate, for a QP with no receive posted (neither transport has an RNR NAK).";
     RcvdQpNotReady = "rcvd_qp_not_ready", "Dropped: a request for a QP that takes none in its state (RESET, INIT, ERR).";
     RkeyViolation = "rkey_violation", "Requests refused for their R_Key, range or rights (RC: NAKed, the QP to ERR; UC: dropped).";
     UcRkeyLimit = "uc_rkey_limit", "UC QPs moved to ERR after too many R_Key violations (UC_RKEY_VIOLATION_LIMIT).";
@@ -64,8 +65,15 @@ impl Counter {
 }
 
 /// The counter values of one engine.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counters([u64; Counter::ALL.len()]);
+
+// By hand: the standard library derives `Default` for arrays of at most 32.
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters([0; Counter::ALL.len()])
+    }
+}
 
 impl Counters {
     pub fn get(&self, c: Counter) -> u64 {
@@ -92,6 +100,6 @@ mod test {
         assert_eq!(all[0], ("sent_pkts", 0));
         assert_eq!(all[4], ("rcvd_rnr_err", 1));
         assert_eq!(all[Counter::RXE_COUNT - 1].0, "rdma_recvs");
-        assert_eq!(all.len(), Counter::RXE_COUNT + 17);
+        assert_eq!(all.len(), Counter::RXE_COUNT + 18);
     }
 }

@@ -298,7 +298,7 @@ impl Core {
     /// Takes one receive's batch from the link, then hands the whole batch
     /// to the engine; how many packets.
     pub(crate) fn receive(&mut self, now: impl Fn() -> Instant, wait: std::time::Duration) -> usize {
-        let Core { link, engine, rx, rx_at, .. } = self;
+        let Core { link, engine, rx, rx_at, qp1, .. } = self;
         rx.clear();
         if let Err(e) = link.recv(wait, rx) {
             tracing::warn!("uroce: receiving from the link failed: {e}");
@@ -316,6 +316,12 @@ impl Core {
                 icrc_skipped: d.integrity == Integrity::Mac,
             };
             engine.handle_packet(at, meta, d.roce);
+        }
+        // MADs to the CM and QP1's receives posted again before the next
+        // batch, which could otherwise find none (a UD QP drops what it
+        // has no receive for).
+        if let Some(qp1) = qp1 {
+            qp1.take_completions(engine, at);
         }
         rx.len()
     }

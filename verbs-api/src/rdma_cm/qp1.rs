@@ -21,9 +21,14 @@ use uroce_transport::engine::{
     QpType, RecvWr, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOp, GRH_LEN,
 };
 
-/// MADs QP1 can receive before it reposts, and send at once.
-const RECV_SLOTS: usize = 64;
-const SEND_SLOTS: usize = 64;
+/// MADs QP1 can receive before it reposts, and send at once: the kernel's
+/// MAD layer's defaults (`ib_mad`'s `recv_queue_size` and
+/// `send_queue_size`). Receives are reposted after every receive batch
+/// (`Core::receive`), so that a burst of REQs (cmtime's 1000 connections
+/// at once) is not dropped for want of a receive and retried only after
+/// the CM's response timeout (4 s).
+const RECV_SLOTS: usize = 512;
+const SEND_SLOTS: usize = 128;
 const RECV_LEN: usize = GRH_LEN + MAD_LEN;
 
 /// One of QP1's two regions: slots of one size, in memory the engine owns.
@@ -142,7 +147,7 @@ impl Qp1 {
     }
 
     /// QP1's completions: MADs to the CM (receives posted again), send slots back.
-    fn take_completions(&mut self, engine: &mut Engine, now: Instant) {
+    pub fn take_completions(&mut self, engine: &mut Engine, now: Instant) {
         while let Some(wc) = engine.poll_cq(self.cq) {
             self.on_completion(engine, now, &wc);
         }

@@ -70,7 +70,7 @@ fn send(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, paylo
     if matches!(pos, Position::First | Position::Only) {
         let Some(wr) = qp.take_recv(sh) else {
             qp.resp.drop_msg = true;
-            return;
+            return sh.counters.inc(Counter::RcvdNoRecv);
         };
         qp.resp.msg = InMessage::Send { wr, offset: 0 };
     }
@@ -125,7 +125,9 @@ fn write(qp: &mut Qp, sh: &mut EngineState, repr: &RoceRepr, pos: Position, payl
     }
     qp.resp.msg = if last { InMessage::Idle } else { InMessage::Write { reth, offset: offset + payload.len() as u32 } };
     if let (true, Some(imm)) = (last, repr.immdt) {
-        let Some(wr) = qp.take_recv(sh) else { return };
+        let Some(wr) = qp.take_recv(sh) else {
+            return sh.counters.inc(Counter::RcvdNoRecv);
+        };
         let mut wc = WorkCompletion::new(wr.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, qp.qpn);
         wc.byte_len = reth.dma_len;
         wc.imm_data = imm.imm;

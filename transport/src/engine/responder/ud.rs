@@ -17,7 +17,9 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut EngineState, meta: &RxMeta, repr:
     if payload.len() > qp.mtu(sh.port_mtu) as usize {
         return sh.counters.inc(crate::engine::Counter::RcvdMalformed);
     }
-    let Some(wr) = qp.take_recv(sh) else { return };
+    let Some(wr) = qp.take_recv(sh) else {
+        return sh.counters.inc(crate::engine::Counter::RcvdNoRecv);
+    };
     let grh = grh(meta.src_gid, meta.dst_gid, payload.len());
     let pd = qp.recv_pd(sh);
     let result =
