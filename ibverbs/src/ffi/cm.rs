@@ -34,6 +34,13 @@ pub struct UroceEventChannel {
     pub readers: AtomicUsize,
 }
 
+impl UroceEventChannel {
+    /// The `struct rdma_event_channel` C holds.
+    pub fn as_c(&self) -> *mut RdmaEventChannel {
+        ptr::from_ref(&self.ch).cast_mut()
+    }
+}
+
 /// An ID as C holds it. The C struct is in an `UnsafeCell`: the library
 /// writes fields of it (`verbs`, `qp`, the route) that the program reads.
 #[repr(C)]
@@ -107,7 +114,7 @@ pub fn new_channel() -> Result<&'static UroceEventChannel, c_int> {
 
 #[no_mangle]
 pub extern "C" fn rdma_create_event_channel() -> *mut RdmaEventChannel {
-    guard(ptr::null_mut(), || null_on_err(new_channel().map(|c| ptr::from_ref(&c.ch).cast_mut())))
+    guard(ptr::null_mut(), || null_on_err(new_channel().map(|c| c.as_c())))
 }
 symver!(rdma_create_event_channel, "RDMACM_1.0");
 
@@ -139,7 +146,7 @@ impl UroceCmId {
     pub fn adopt(inner: CmId, channel: &'static UroceEventChannel, context: *mut c_void, sync: bool) -> *mut RdmaCmId {
         // SAFETY: all-zero is a valid rdma_cm_id (NULL pointers, zero numbers).
         let mut id: RdmaCmId = unsafe { core::mem::zeroed() };
-        id.channel = ptr::from_ref(&channel.ch).cast_mut();
+        id.channel = channel.as_c();
         id.context = context;
         (id.ps, id.qp_type) = match inner.port_space() {
             PortSpace::Udp => (RDMA_PS_UDP, IBV_QPT_UD),
@@ -196,9 +203,10 @@ impl UroceCmId {
         self.sync.load(Ordering::Acquire)
     }
 
-    /// Makes its calls wait for their events (it has a channel of its own).
-    pub fn make_sync(&self) {
-        self.sync.store(true, Ordering::Release);
+    /// Whether its calls wait for their events (a synchronous ID has a
+    /// channel of its own) or leave them on its channel for the program.
+    pub fn set_sync(&self, sync: bool) {
+        self.sync.store(sync, Ordering::Release);
     }
 
     /// The channel its events go to.
@@ -213,7 +221,7 @@ impl UroceCmId {
         from.users.fetch_sub(1, Ordering::AcqRel);
         self.inner.migrate(&to.inner);
         // SAFETY: the ID's C struct is live; its fields are the library's to write.
-        unsafe { (*self.as_c()).channel = ptr::from_ref(&to.ch).cast_mut() };
+        unsafe { (*self.as_c()).channel = to.as_c() };
     }
 
     fn qp(&self) -> *mut IbvQp {
@@ -313,7 +321,7 @@ pub extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
             ch.users.fetch_sub(1, Ordering::AcqRel);
             if i.is_sync() {
                 drop(i); // its events hold it; the channel goes after
-                rdma_destroy_event_channel(ptr::from_ref(&ch.ch).cast_mut());
+                rdma_destroy_event_channel(ch.as_c());
             }
         })
     })

@@ -153,7 +153,7 @@ fn get_request(listen: *mut RdmaCmId, out: *mut *mut RdmaCmId) -> Result<(), c_i
     let c = id_of(conn)?;
     // The connection is synchronous too, on a channel of its own.
     c.migrate(new_channel()?);
-    c.make_sync();
+    c.set_sync(true);
     let template = *l.ep.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((pd, mut attr)) = template {
         if let Err(e) = create_qp(conn, pd, &mut attr) {
@@ -181,9 +181,16 @@ pub extern "C" fn rdma_migrate_id(id: *mut RdmaCmId, channel: *mut RdmaEventChan
                 true => new_channel()?,
                 false => EVENT_CHANNELS.get(channel.cast::<UroceEventChannel>()).ok_or(libc::EINVAL)?,
             };
+            let (was_sync, from) = (i.is_sync(), i.channel());
             i.migrate(to);
-            if channel.is_null() {
-                i.make_sync();
+            // Onto the program's channel, the ID is asynchronous from now
+            // on: its calls leave their events there (libfabric resolves
+            // an address synchronously, then migrates the ID and waits for
+            // ROUTE_RESOLVED on its own channel). A synchronous ID's own
+            // channel goes with the move, as in librdmacm.
+            i.set_sync(channel.is_null());
+            if was_sync && !ptr::eq(from, to) {
+                super::cm::rdma_destroy_event_channel(from.as_c());
             }
             Ok(())
         })

@@ -3,7 +3,8 @@
  * rdma_free_devices; synchronous endpoints (rdma_create_ep with a QP and an
  * SRQ made by rdma_create_srq, rdma_get_request, a reject with private data,
  * then an accept) with the client in a thread of its own; rdma_init_qp_attr,
- * rdma_set_option, rdma_migrate_id, rdma_establish; what uroce lacks
+ * rdma_set_option, rdma_migrate_id (of a synchronous ID onto a channel,
+ * as libfabric does, and back), rdma_establish; what uroce lacks
  * (EOPNOTSUPP) and rsocket (ENOSYS; rpoll is poll). argv: the server's IP,
  * the client's. Prints "ok" and exits 0, or names the failed check and
  * exits 1. */
@@ -68,6 +69,27 @@ static void *client(void *unused)
 	rdma_freeaddrinfo(res);
 	rdma_freeaddrinfo(src);
 	return NULL;
+}
+
+/* libfabric's verbs provider: an ID resolves its address synchronously,
+ * then moves onto the program's channel, where its route's event comes
+ * (the ID is asynchronous from the move on). */
+static void sync_then_migrated(void)
+{
+	struct rdma_addrinfo *src = info(client_ip, 2), *dst = info(server_ip, 0);
+	struct rdma_cm_id *id;
+	CHECK(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_resolve_addr(id, src->ai_src_addr, dst->ai_dst_addr, 2000) == 0 && id->verbs);
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	CHECK(ch && rdma_migrate_id(id, ch) == 0 && id->channel == ch);
+	CHECK(rdma_resolve_route(id, 2000) == 0);
+	struct rdma_cm_event *ev;
+	CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED && ev->id == id);
+	CHECK(rdma_ack_cm_event(ev) == 0);
+	CHECK(rdma_destroy_id(id) == 0);
+	rdma_destroy_event_channel(ch);
+	rdma_freeaddrinfo(dst);
+	rdma_freeaddrinfo(src);
 }
 
 static void devices(void)
@@ -136,6 +158,7 @@ int main(int argc, char **argv)
 	client_ip = argv[2];
 	devices();
 	rsockets();
+	sync_then_migrated();
 
 	/* A synchronous listener (no channel), an SRQ for the QPs it accepts. */
 	struct rdma_addrinfo *res = info(server_ip, 1);
