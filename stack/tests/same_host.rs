@@ -79,6 +79,26 @@ fn datagrams_between_two_links_of_one_host_go_through_shared_memory() {
     assert_eq!((back.len(), b.stats().tx_same_host, a.stats().rx_same_host), (1, 1, 1));
 }
 
+/// A burst larger than the ring, sent before the peer reads anything, is
+/// not lost: what the full ring has no room for goes by UDP (counted).
+#[test]
+fn what_a_full_ring_has_no_room_for_goes_by_udp() {
+    let net = TestNet::new();
+    let (mut a, mut b) = (link_on(&net, 1, true), link_on(&net, 2, true));
+    let b_ip = IpAddr::V4(net.ip(2));
+    connect(&mut a, &mut b, b_ip);
+    let packets: Vec<Vec<u8>> = (1..=1100).map(|psn| roce_packet(0x11, psn, &[psn as u8; 64])).collect();
+    for chunk in packets.chunks(32) {
+        a.send(&tx(b_ip, chunk)).unwrap();
+    }
+    let s = a.stats();
+    assert_eq!((s.tx_same_host + s.tx_ring_full, s.tx_dropped), (1100, 0), "{s:?}");
+    assert!(s.tx_ring_full >= 1100 - 1024, "the ring holds 1024: {s:?}");
+    let mut psns: Vec<u32> = exchange(&mut a, &mut b, |g| g.len() == 1100).iter().map(|g| g.0).collect();
+    psns.sort_unstable();
+    assert_eq!(psns, (1..=1100).collect::<Vec<_>>(), "each datagram once");
+}
+
 #[test]
 fn a_capture_shows_same_host_datagrams_with_their_icrc() {
     let net = TestNet::new();

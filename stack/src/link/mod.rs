@@ -151,6 +151,9 @@ pub struct LinkStats {
     /// uroce process on this host (the udp link's same-host path).
     pub tx_same_host: u64,
     pub rx_same_host: u64,
+    /// Datagrams to a same-host peer whose ring was full, sent by UDP
+    /// instead (also in `tx_packets`).
+    pub tx_ring_full: u64,
     pub arp_requests_sent: u64,
     pub arp_replies_sent: u64,
     pub nd_solicits_sent: u64,

@@ -440,12 +440,12 @@ impl UdpLink {
         }
         let (mut sent, mut udp_from) = (0, 0);
         for (i, d) in batch.iter().enumerate() {
-            if let Some(pushed) = self.send_same_host(d) {
+            if self.send_same_host(d).is_some() {
                 if udp_from < i {
                     sent += self.send_udp(&batch[udp_from..i])?;
                 }
                 udp_from = i + 1;
-                sent += usize::from(pushed);
+                sent += 1;
             }
         }
         if let Some(shm) = self.shm.as_mut() {
@@ -458,9 +458,15 @@ impl UdpLink {
     }
 
     /// Writes `d` into the ring to its peer's process if the peer is on
-    /// this host with a channel up: whether it fit (a full ring drops it,
-    /// counted); `None`: send it by UDP.
-    fn send_same_host(&mut self, d: &TxDatagram<'_>) -> Option<bool> {
+    /// this host with a channel up (`Some`); `None`: send it by UDP, as
+    /// for a peer without a channel or a datagram UDP would refuse, and
+    /// for a peer whose ring is full (counted in `tx_ring_full`): a burst the peer has not read yet
+    /// (a thousand REQs at once) waits in its socket's far larger buffer
+    /// instead of being lost and retried after the CM's 4 s timeout. The
+    /// ring's datagrams pushed before it are published first, and the peer
+    /// reads its rings before its socket, so the order mostly holds; a
+    /// datagram that overtakes is what a network may do anyway.
+    fn send_same_host(&mut self, d: &TxDatagram<'_>) -> Option<()> {
         let peer = wire_addr(d.peer);
         // A peer not on this host costs a lookup here, nothing more.
         let i = self.shm.as_mut()?.channel_to(peer)?;
@@ -473,8 +479,9 @@ impl UdpLink {
         let body = &d.roce[..d.roce.len() - ICRC_LEN];
         let shm = self.shm.as_mut()?;
         if !shm.push(i, self.port, &[body, &icrc.to_le_bytes()]) {
-            self.stats.tx_dropped += 1;
-            return Some(false);
+            shm.flush();
+            self.stats.tx_ring_full += 1;
+            return None;
         }
         self.stats.tx_packets += 1;
         self.stats.tx_same_host += 1;
@@ -485,7 +492,7 @@ impl UdpLink {
             }
             Self::to_sink(sink, &mut self.scratch, Direction::Tx, &repr, d.roce, icrc);
         }
-        Some(true)
+        Some(())
     }
 
     /// Puts `batch` on the wire by UDP.

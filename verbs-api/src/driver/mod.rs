@@ -35,7 +35,7 @@ use crate::cq::CqInner;
 use crate::device::DeviceAttr;
 use crate::error::Error;
 use crate::event_fd::EventQueue;
-use crate::rdma_cm::Qp1;
+use crate::rdma_cm::{Qp1, QP1_REFILL_EVERY};
 use crate::CompChannel;
 use activity::AppActivity;
 use nix::sys::eventfd::{EfdFlags, EventFd};
@@ -309,17 +309,23 @@ impl Core {
         // One clock read per batch: its packets arrived together.
         let at = now();
         *rx_at = at;
-        for d in rx.iter() {
+        for (n, d) in rx.iter().enumerate() {
             let meta = RxMeta {
                 src_gid: Gid::from_ip(d.peer),
                 dst_gid: Gid::from_ip(d.local),
                 icrc_skipped: d.integrity == Integrity::Mac,
             };
             engine.handle_packet(at, meta, d.roce);
+            // MADs to the CM and QP1's receives posted again long before
+            // they run out: one receive can bring thousands of MADs (UDP
+            // GRO coalesces datagrams of one size: a burst of REQs), and a
+            // UD QP drops what it has no receive for.
+            if (n + 1) % QP1_REFILL_EVERY == 0 {
+                if let Some(qp1) = qp1.as_mut() {
+                    qp1.take_completions(engine, at);
+                }
+            }
         }
-        // MADs to the CM and QP1's receives posted again before the next
-        // batch, which could otherwise find none (a UD QP drops what it
-        // has no receive for).
         if let Some(qp1) = qp1 {
             qp1.take_completions(engine, at);
         }
@@ -370,6 +376,7 @@ impl Core {
             ("link_neighbours_unresolved", s.neighbours_unresolved),
             ("link_tx_same_host", s.tx_same_host),
             ("link_rx_same_host", s.rx_same_host),
+            ("link_tx_ring_full", s.tx_ring_full),
         ]);
         stats
     }

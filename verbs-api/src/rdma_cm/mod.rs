@@ -85,5 +85,5 @@ pub use ud::{RDMA_UDP_QKEY, UD_CONNECT_PRIVATE_DATA_LEN};
 pub use uroce_transport::cm::{PortSpace, RejReason};
 
 pub(crate) use dispatch::on_event;
-pub(crate) use qp1::Qp1;
+pub(crate) use qp1::{Qp1, QP1_REFILL_EVERY};
 pub(crate) use registry::{has_ip, note_context};

@@ -23,12 +23,16 @@ use uroce_transport::engine::{
 
 /// MADs QP1 can receive before it reposts, and send at once: the kernel's
 /// MAD layer's defaults (`ib_mad`'s `recv_queue_size` and
-/// `send_queue_size`). Receives are reposted after every receive batch
-/// (`Core::receive`), so that a burst of REQs (cmtime's 1000 connections
+/// `send_queue_size`). Receives are reposted while a receive batch is
+/// handed to the engine (`Core::receive`), so that a burst of REQs (cmtime's 1000 connections
 /// at once) is not dropped for want of a receive and retried only after
 /// the CM's response timeout (4 s).
 const RECV_SLOTS: usize = 512;
 const SEND_SLOTS: usize = 128;
+/// How many received packets `Core::receive` hands the engine between two
+/// reposts of QP1's receives: half of them, so that a receive batch of any
+/// size leaves QP1 a receive for every MAD in it.
+pub(crate) const QP1_REFILL_EVERY: usize = RECV_SLOTS / 2;
 const RECV_LEN: usize = GRH_LEN + MAD_LEN;
 
 /// One of QP1's two regions: slots of one size, in memory the engine owns.
