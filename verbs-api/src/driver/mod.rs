@@ -317,9 +317,10 @@ impl Core {
             };
             engine.handle_packet(at, meta, d.roce);
             // MADs to the CM and QP1's receives posted again long before
-            // they run out: one receive can bring thousands of MADs (UDP
-            // GRO coalesces datagrams of one size: a burst of REQs), and a
-            // UD QP drops what it has no receive for.
+            // they run out: one receive can bring thousands of MADs (a
+            // burst of REQs, all of one size, leaves a peer as GSO groups
+            // and arrives so with UDP_GRO), and a UD QP drops what it has
+            // no receive for.
             if (n + 1) % QP1_REFILL_EVERY == 0 {
                 if let Some(qp1) = qp1.as_mut() {
                     qp1.take_completions(engine, at);
