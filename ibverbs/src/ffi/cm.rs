@@ -283,10 +283,12 @@ fn create_id(
         RDMA_PS_TCP => PortSpace::Tcp,
         RDMA_PS_UDP => PortSpace::Udp,
         RDMA_PS_IPOIB => PortSpace::Ipoib,
+        // The kernel's answers: a port space it has and uroce lacks is
+        // not supported; one that does not exist is invalid.
         _ => {
             let what = format!("port space {ps:#x}: uroce's rdma_cm serves RDMA_PS_TCP, RDMA_PS_UDP and RDMA_PS_IPOIB");
             explain("rdma_create_id", &what);
-            return Err(libc::EOPNOTSUPP);
+            return Err(if ps == RDMA_PS_IB { libc::EOPNOTSUPP } else { libc::EINVAL });
         }
     };
     let sync = channel.is_null();

@@ -110,6 +110,8 @@ pub const RDMA_PS_TCP: c_int = 0x0106;
 /// RDMA_PS_UDP and RDMA_PS_IPOIB: UD QPs, resolved by SIDR.
 pub const RDMA_PS_UDP: c_int = 0x0111;
 pub const RDMA_PS_IPOIB: c_int = 0x0002;
+/// RDMA_PS_IB: native InfiniBand addressing (AF_IB), which uroce lacks.
+pub const RDMA_PS_IB: c_int = 0x013F;
 
 const _: () = {
     assert!(size_of::<RdmaAddr>() == 296);

@@ -106,6 +106,9 @@ static void devices(void)
 static void lacking(struct rdma_cm_id *id)
 {
 	errno = 0;
+	struct rdma_cm_id *other;
+	CHECK(rdma_create_id(NULL, &other, NULL, RDMA_PS_IB) == -1 && errno == EOPNOTSUPP);
+	CHECK(rdma_create_id(NULL, &other, NULL, 7483) == -1 && errno == EINVAL); /* no such port space */
 	CHECK(rdma_create_qp_ex(id, NULL) == -1 && errno == EOPNOTSUPP);
 	CHECK(rdma_create_srq_ex(id, NULL) == -1 && errno == EOPNOTSUPP);
 	/* Multicast is served (mckey, debian_tools.rs); a join with no group is EINVAL. */
