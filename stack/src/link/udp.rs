@@ -460,12 +460,12 @@ impl UdpLink {
     /// Writes `d` into the ring to its peer's process if the peer is on
     /// this host with a channel up (`Some`); `None`: send it by UDP, as
     /// for a peer without a channel or a datagram UDP would refuse, and
-    /// for a peer whose ring is full (counted in `tx_ring_full`): a burst the peer has not read yet
-    /// (a thousand REQs at once) waits in its socket's far larger buffer
-    /// instead of being lost and retried after the CM's 4 s timeout. The
-    /// ring's datagrams pushed before it are published first, and the peer
-    /// reads its rings before its socket, so the order mostly holds; a
-    /// datagram that overtakes is what a network may do anyway.
+    /// for a peer whose ring is full (counted in `tx_ring_full`): a burst
+    /// the peer has not read yet (a thousand REQs at once) then waits in
+    /// its socket's far larger buffer instead of being lost and retried
+    /// after the CM's 4 s timeout. What was pushed before it is published
+    /// first, and the peer reads its rings before its socket, so the order
+    /// mostly holds; a datagram that overtakes is what a network may do.
     fn send_same_host(&mut self, d: &TxDatagram<'_>) -> Option<()> {
         let peer = wire_addr(d.peer);
         // A peer not on this host costs a lookup here, nothing more.

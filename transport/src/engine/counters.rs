@@ -43,7 +43,7 @@ counters! {
     QkeyViolation = "qkey_viol_cntr", "Dropped: a UD datagram with another Q_Key than its QP's (the name of ibv_port_attr's counter).";
     RcvdUnknownQpn = "rcvd_unknown_qpn", "Dropped: no QP with the destination QP number.";
     RcvdBadSrc = "rcvd_bad_src", "Dropped: an RC or UC packet not from the QP's peer (source GID) or not to its GID (as rxe's check_addr).";
-    RcvdNoRecv = "rcvd_no_recv", "Dropped: a UD datagram, or a UC SEND or WRITE with immediate, for a QP with no receive posted (neither transport has an RNR NAK).";
+    RcvdNoRecv = "rcvd_no_recv", "Dropped: a UD datagram or a UC SEND for a QP with no receive posted, or a UC WRITE with immediate's completion (its data placed); neither transport has an RNR NAK.";
     RcvdQpNotReady = "rcvd_qp_not_ready", "Dropped: a request for a QP that takes none in its state (RESET, INIT, ERR).";
     RkeyViolation = "rkey_violation", "Requests refused for their R_Key, range or rights (RC: NAKed, the QP to ERR; UC: dropped).";
     UcRkeyLimit = "uc_rkey_limit", "UC QPs moved to ERR after too many R_Key violations (UC_RKEY_VIOLATION_LIMIT).";
