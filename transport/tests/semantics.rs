@@ -6,8 +6,8 @@
 use core::time::Duration;
 use std::sync::{Arc, Mutex};
 use uroce_transport::engine::{
-    AccessFlags, Counter, Engine, EngineConfig, Error, Gid, Mtu, QpAttr, QpAttrMask, QpState, QpType, RecvWr,
-    SendFlags, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOp, MAX_PACKET_LEN,
+    required_mask, AccessFlags, AddressVector, Counter, Engine, EngineConfig, Error, Gid, Mtu, QpAttr, QpAttrMask,
+    QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOp, MAX_PACKET_LEN,
 };
 use uroce_transport::sim::probe::{drain_packets, parse, poll_all, read_mr, record};
 use uroce_transport::sim::{create_endpoint, LinkConfig, Pair, QpOptions, REGION_ACCESS};
@@ -373,6 +373,24 @@ fn messages_with_no_receive_posted_are_dropped_and_counted() {
         assert_eq!(ids(&poll_all(&mut p.sim.engines[1], p.b.recv_cq)), [(1, WcStatus::Success)], "{t:?}");
         assert_eq!(p.sim.engines[1].counters().get(Counter::RcvdNoRecv), 2, "{t:?}");
     }
+}
+
+/// A flow label is 20 bits, and the kernel takes any 32-bit value for one
+/// (a NIC keeps the 20): UCX's rc_verbs passes 0xFFFFFFFF.
+#[test]
+fn a_flow_label_keeps_its_20_bits() {
+    let o = QpOptions::new(QpType::Rc, Mtu::Mtu1024);
+    let mut e = Engine::new(EngineConfig::default());
+    let ep = create_endpoint(&mut e, &o, None, None);
+    let mask = |from, to| required_mask(QpType::Rc, from, to).unwrap();
+    let mut attr = QpAttr { qp_state: QpState::Init, port_num: 1, ..QpAttr::default() };
+    e.modify_qp(ep.qpn, &attr, mask(QpState::Reset, QpState::Init)).unwrap();
+    attr.qp_state = QpState::Rtr;
+    (attr.path_mtu, attr.dest_qp_num, attr.max_dest_rd_atomic) = (Mtu::Mtu1024, 0x12, 1);
+    attr.ah_attr =
+        AddressVector { dgid: Gid::from_ipv4([10, 0, 0, 2]), port_num: 1, flow_label: u32::MAX, ..Default::default() };
+    e.modify_qp(ep.qpn, &attr, mask(QpState::Init, QpState::Rtr)).unwrap();
+    assert_eq!(e.query_qp(ep.qpn).unwrap().ah_attr.flow_label, 0xf_ffff);
 }
 
 #[test]

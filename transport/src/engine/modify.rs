@@ -10,6 +10,9 @@ use crate::Psn;
 pub(crate) fn apply(qp: &mut Qp, sh: &mut EngineState, attr: &QpAttr, mask: QpAttrMask, to: QpState) {
     let from = qp.state();
     super::state::apply(&mut qp.attr, attr, mask);
+    // A flow label is 20 bits; the kernel takes any value for one and a
+    // NIC keeps those bits (UCX's rc_verbs passes 0xFFFFFFFF).
+    qp.attr.ah_attr.flow_label &= 0xf_ffff;
     if mask.contains(QpAttrMask::AV) && qp.qp_type() != QpType::Ud {
         let fl = match qp.attr.ah_attr.flow_label {
             0 => flow_label_of_qps(qp.qpn, qp.attr.dest_qp_num),

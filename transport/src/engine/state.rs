@@ -148,9 +148,6 @@ fn check_values(a: &QpAttr, mask: M) -> Result<(), ModifyError> {
     if mask.contains(M::SQ_PSN) && a.sq_psn > 0xff_ffff {
         return bad("sq_psn", a.sq_psn.into());
     }
-    if mask.contains(M::AV) && a.ah_attr.flow_label > 0xf_ffff {
-        return bad("ah_attr.grh.flow_label", a.ah_attr.flow_label.into());
-    }
     Ok(())
 }
 
