@@ -19,8 +19,8 @@ pub struct PacketWatch {
     pub fds: Option<[RawFd; 2]>,
     /// The longest the wait may last before [`CompChannel::after_watch`]
     /// (the waiting thread holds the device meanwhile; a manual device's
-    /// next timer may be sooner); `None`: as long as the caller's.
-    pub at_most: Option<Duration>,
+    /// next timer may be sooner).
+    pub at_most: Duration,
     /// Something waits already: no wait, [`CompChannel::after_watch`] with
     /// `true` at once.
     pub ready_now: bool,
@@ -95,7 +95,7 @@ impl CompChannel {
         let fds = driver.link_wait_fds().map(|fds| fds.map(|fd| fd.as_raw_fd()));
         // A link with no descriptor is looked at every LINK_WAIT.
         let cap = if fds.is_none() { LINK_WAIT } else { MAX_WAIT_BESIDE_LINK };
-        Some(PacketWatch { fds, at_most: Some(at_most.map_or(cap, |t| t.min(cap))), ready_now: link_ready })
+        Some(PacketWatch { fds, at_most: at_most.map_or(cap, |t| t.min(cap)), ready_now: link_ready })
     }
 
     /// After a wait [`CompChannel::packet_watch`] asked for: takes the

@@ -12,7 +12,7 @@ use super::abi::{IbvCompChannel, IbvContext, IbvCq};
 use super::cq::{cq_by_id, UroceCq, CQS};
 use super::device::context_of;
 use super::handles::{unused, Live};
-use super::{cancellable, guard, null_on_err, refused, set_errno, symver};
+use super::{cancellable, errno, guard, null_on_err, refused, set_errno, symver};
 use core::ffi::{c_int, c_uint, c_void};
 use core::ptr;
 use std::os::fd::AsRawFd;
@@ -158,14 +158,13 @@ fn wait_beside_link(fd: c_int, watch: &PacketWatch, record: &mut [u8; 8]) -> Wai
     let [link, mcast] = watch.fds.unwrap_or([-1, -1]);
     let mut fds = [poll_fd(fd), poll_fd(link), poll_fd(mcast)];
     let nfds = if watch.fds.is_some() { 3 } else { 1 };
-    let timeout = watch.at_most.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos().into(),
-    });
-    let timeout_ptr = timeout.as_ref().map_or(ptr::null(), ptr::from_ref);
-    // SAFETY: fds holds nfds pollfds; timeout_ptr is NULL or a timespec
-    // that outlives the call; no signal mask is passed.
-    if unsafe { cancellable::ppoll(fds.as_mut_ptr(), nfds, timeout_ptr, ptr::null()) } < 0 {
+    let timeout = libc::timespec {
+        tv_sec: watch.at_most.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: watch.at_most.subsec_nanos().into(),
+    };
+    // SAFETY: fds holds nfds pollfds; timeout outlives the call; no signal
+    // mask is passed.
+    if unsafe { cancellable::ppoll(fds.as_mut_ptr(), nfds, &timeout, ptr::null()) } < 0 {
         if errno() == libc::EINTR && !every_handler_restarts() {
             set_errno(libc::EINTR);
             return Waited::Failed;
@@ -174,11 +173,6 @@ fn wait_beside_link(fd: c_int, watch: &PacketWatch, record: &mut [u8; 8]) -> Wai
     }
     let woke = |p: &libc::pollfd| p.revents & (libc::POLLIN | libc::POLLERR) != 0;
     Waited::Link(watch.fds.is_none() || fds[1..].iter().any(woke))
-}
-
-/// The calling thread's errno.
-fn errno() -> c_int {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
 /// Whether every signal the program handles has SA_RESTART.

@@ -108,7 +108,7 @@ fn qp_type_of(r: &RdmaAddrinfo) -> c_int {
 fn cm_ok(rc: c_int) -> Result<(), c_int> {
     match rc {
         0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)),
+        _ => Err(Some(super::errno()).filter(|&e| e != 0).unwrap_or(libc::EIO)),
     }
 }
 

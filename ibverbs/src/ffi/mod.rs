@@ -82,6 +82,11 @@ pub fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// The calling thread's errno.
+pub fn errno() -> c_int {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
 /// Runs `f`, turning a panic into `on_panic` (with errno EIO) instead of
 /// unwinding into C, which would be undefined behaviour (and aborts), and
 /// with the thread's cancellation off (`CancelOff`).

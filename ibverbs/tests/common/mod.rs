@@ -99,6 +99,18 @@ pub fn roce_port_bound(ip: Ipv4Addr) -> bool {
         .is_ok_and(|t| t.lines().any(|l| l.split_whitespace().nth(1) == Some(want.as_str())))
 }
 
+/// Waits (up to 5 s) for a device on the udp link at `ip`: a client
+/// connecting over rdma_cm before the server's device is up would wait out
+/// its REQ's retries.
+fn wait_for_device(ip: Ipv4Addr) {
+    for _ in 0..200 {
+        if roce_port_bound(ip) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+}
+
 /// How often a pair is started before a client that came too early fails
 /// the test (each attempt is a second or two).
 const PAIR_ATTEMPTS: u64 = 12;
@@ -177,12 +189,7 @@ pub fn run_client_against(server: End, client: End) -> String {
     let net = TestNet::new();
     let dir = install_dir();
     let running = server.spawn(dir.path(), &net.udp(1), &net.ip(1).to_string());
-    for _ in 0..200 {
-        if roce_port_bound(net.ip(1)) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
+    wait_for_device(net.ip(1));
     std::thread::sleep(std::time::Duration::from_millis(200));
     let child = client.spawn(dir.path(), &net.udp(2), &net.ip(1).to_string());
     let (ok, text) = text_of(child.wait_with_output().expect("the client's output"));
@@ -202,14 +209,7 @@ pub fn run_pair_on(server: End, client: End, not_ready: &str, shared: bool) -> (
     let client_dev = if shared { net.udp(1) } else { net.udp(2) };
     for attempt in 1..=PAIR_ATTEMPTS {
         let running = server.spawn(dir.path(), &server_dev, &server_ip.to_string());
-        // A client connecting over rdma_cm before the server's device is up
-        // would wait out its REQ's retries: wait for the device.
-        for _ in 0..200 {
-            if roce_port_bound(server_ip) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(25));
-        }
+        wait_for_device(server_ip);
         std::thread::sleep(std::time::Duration::from_millis(100 * attempt.min(5)));
         let client_out = text_of(
             client

@@ -309,6 +309,7 @@ impl Core {
         // One clock read per batch: its packets arrived together.
         let at = now();
         *rx_at = at;
+        let last = rx.len();
         for (n, d) in rx.iter().enumerate() {
             let meta = RxMeta {
                 src_gid: Gid::from_ip(d.peer),
@@ -320,17 +321,14 @@ impl Core {
             // they run out: one receive can bring thousands of MADs (a
             // burst of REQs, all of one size, leaves a peer as GSO groups
             // and arrives so with UDP_GRO), and a UD QP drops what it has
-            // no receive for.
-            if (n + 1) % QP1_REFILL_EVERY == 0 {
+            // no receive for. And after the batch's last packet.
+            if (n + 1) % QP1_REFILL_EVERY == 0 || n + 1 == last {
                 if let Some(qp1) = qp1.as_mut() {
                     qp1.take_completions(engine, at);
                 }
             }
         }
-        if let Some(qp1) = qp1 {
-            qp1.take_completions(engine, at);
-        }
-        rx.len()
+        last
     }
 
     /// Disarms every armed CQ that got a completion since it was armed, and
