@@ -7,10 +7,11 @@ use core::time::Duration;
 use std::sync::{Arc, Mutex};
 use uroce_transport::engine::{
     required_mask, AccessFlags, AddressVector, Counter, Engine, EngineConfig, Error, Gid, Mtu, QpAttr, QpAttrMask,
-    QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOp, MAX_PACKET_LEN,
+    QpInitAttr, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOp,
+    MAX_PACKET_LEN,
 };
 use uroce_transport::sim::probe::{drain_packets, parse, poll_all, read_mr, record};
-use uroce_transport::sim::{create_endpoint, LinkConfig, Pair, QpOptions, REGION_ACCESS};
+use uroce_transport::sim::{create_endpoint, ready_ud, Endpoint, LinkConfig, Pair, QpOptions, REGION_ACCESS};
 use uroce_transport::wire::{BthRepr, DethRepr, Opcode, RoceRepr};
 use uroce_transport::{Psn, Seed};
 
@@ -372,6 +373,52 @@ fn messages_with_no_receive_posted_are_dropped_and_counted() {
         assert!(sent.len() == 3 && sent.iter().all(|w| w.status == WcStatus::Success), "{t:?}: {sent:?}");
         assert_eq!(ids(&poll_all(&mut p.sim.engines[1], p.b.recv_cq)), [(1, WcStatus::Success)], "{t:?}");
         assert_eq!(p.sim.engines[1].counters().get(Counter::RcvdNoRecv), 2, "{t:?}");
+    }
+}
+
+/// A QP destroyed or reset leaves none of its completions in its CQs (as
+/// on mlx4/mlx5): a program frees what their `wr_id`s point at once the QP
+/// is gone, and libfabric's rxm crashed on one polled afterwards. The
+/// completions of another QP on the same CQ stay, in order.
+#[test]
+fn a_destroyed_or_reset_qp_leaves_no_completion_behind() {
+    for destroy in [true, false] {
+        let mut o = QpOptions::new(QpType::Ud, Mtu::Mtu1024);
+        o.sq_sig_all = true;
+        let mut p = pair_with(o);
+        // A second UD QP on node 1, on the same CQs as the first.
+        let e1 = &mut p.sim.engines[1];
+        let init = QpInitAttr {
+            qp_type: QpType::Ud,
+            pd: p.b.pd,
+            send_cq: p.b.send_cq,
+            recv_cq: p.b.recv_cq,
+            srq: None,
+            cap: o.cap,
+            sq_sig_all: true,
+        };
+        let other = Endpoint { qpn: e1.create_qp(init).unwrap(), ..p.b };
+        ready_ud(e1, &other, &o);
+        let targets = [p.b.qpn, other.qpn, p.b.qpn, other.qpn];
+        for (id, &qpn) in targets.iter().enumerate() {
+            let rsge = Sge { addr: 0x8000 + 1024 * id as u64, length: 1024, lkey: p.dst };
+            p.sim.engines[1].post_recv(qpn, RecvWr { wr_id: id as u64, sg_list: rsge.into() }).unwrap();
+            let mut wr = SendWr::new(id as u64, WrOp::Send, vec![Sge { addr: 0x1000, length: 64, lkey: p.src }]);
+            wr.ud = Some(UdDest { dgid: p.sim.gids[1], remote_qpn: qpn, remote_qkey: o.qkey });
+            p.sim.engines[0].post_send(p.a.qpn, wr).unwrap();
+            quiesce(&mut p);
+        }
+        assert_eq!(p.sim.engines[1].cq_len(p.b.recv_cq), 4, "destroy {destroy}");
+        let e1 = &mut p.sim.engines[1];
+        if destroy {
+            e1.destroy_qp(other.qpn).unwrap();
+        } else {
+            let reset = QpAttr { qp_state: QpState::Reset, ..QpAttr::default() };
+            e1.modify_qp(other.qpn, &reset, QpAttrMask::STATE).unwrap();
+        }
+        let left = poll_all(e1, p.b.recv_cq);
+        assert_eq!(ids(&left), [(0, WcStatus::Success), (2, WcStatus::Success)], "destroy {destroy}");
+        assert!(left.iter().all(|w| w.qp_num == p.b.qpn), "destroy {destroy}: {left:?}");
     }
 }
 

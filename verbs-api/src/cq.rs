@@ -49,16 +49,7 @@ impl Cq {
     /// finds none runs a round itself if no other thread is (see
     /// [`Context::try_progress`]).
     pub fn poll(&self, wcs: &mut [WorkCompletion]) -> usize {
-        let mut n = 0;
-        while n < wcs.len() {
-            match self.0.ring.pop() {
-                Some(wc) => {
-                    wcs[n] = wc;
-                    n += 1;
-                }
-                None => break,
-            }
-        }
+        let n = self.0.ring.pop_into(wcs);
         if n == 0 && self.0.ctx.driver().help() > 0 {
             return self.poll(wcs);
         }

@@ -12,8 +12,7 @@ use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
 use core::ptr;
 use std::collections::HashMap;
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use uroce_verbs::{Cq, WcFlags, WcStatus, WorkCompletion};
 
@@ -34,10 +33,6 @@ pub struct UroceCq {
     /// The completion `ibv_start_poll` / `ibv_next_poll` took, which the
     /// `ibv_wc_read_*` calls read.
     pub current: Mutex<WorkCompletion>,
-    /// Completions taken off the ring when a QP was reset (its own dropped,
-    /// the others kept here, oldest first), and whether any are.
-    stash: Mutex<VecDeque<WorkCompletion>>,
-    stashed: AtomicBool,
 }
 
 pub static CQS: Live = Live::new();
@@ -63,36 +58,9 @@ impl UroceCq {
 
     /// Takes up to `out.len()` completions, oldest first; how many.
     pub fn take(&self, out: &mut [WorkCompletion]) -> usize {
-        let mut n = 0;
-        if self.stashed.load(Ordering::Acquire) {
-            let mut stash = self.stash.lock().unwrap_or_else(|p| p.into_inner());
-            while n < out.len() {
-                let Some(wc) = stash.pop_front() else { break };
-                out[n] = wc;
-                n += 1;
-            }
-            self.stashed.store(!stash.is_empty(), Ordering::Release);
-        }
-        let n = n + self.inner.poll(&mut out[n..]);
+        let n = self.inner.poll(out);
         explain_failures(&out[..n]);
         n
-    }
-
-    /// Drops the completions of QP `qpn` that wait here, as a QP reset
-    /// does on mlx4/mlx5 (so a QP brought back from ERR does not find its
-    /// old flushed work in its CQs); the others stay, in order.
-    pub fn drop_completions_of(&self, qpn: u32) {
-        let mut stash = self.stash.lock().unwrap_or_else(|p| p.into_inner());
-        let mut buf = [WorkCompletion::default(); 16];
-        loop {
-            let n = self.inner.poll(&mut buf);
-            stash.extend(buf[..n].iter().copied());
-            if n < buf.len() {
-                break;
-            }
-        }
-        stash.retain(|wc| wc.qp_num != qpn);
-        self.stashed.store(!stash.is_empty(), Ordering::Release);
     }
 
     /// The C CQ as the extended one.
@@ -162,8 +130,6 @@ pub fn create_cq(
     let boxed = Box::new(UroceCq {
         cq: UnsafeCell::new(cq),
         current: Mutex::new(WorkCompletion::default()),
-        stash: Mutex::new(VecDeque::new()),
-        stashed: AtomicBool::new(false),
         inner,
         users: AtomicUsize::new(0),
         channel: channel_ref,

@@ -239,11 +239,6 @@ pub extern "C" fn ibv_modify_qp(qp: *mut IbvQp, attr: *mut IbvQpAttr, mask: c_in
         let result = q.inner.modify(&attr_of(a), QpAttrMask(mask as u32)).map_err(refused("ibv_modify_qp"));
         if result.is_ok() {
             sync_state(qp);
-            if q.inner.state() == QpState::Reset {
-                for cq in [q.send_cq, q.recv_cq] {
-                    cq.drop_completions_of(q.inner.qp_num());
-                }
-            }
         }
         result.map_or_else(|e| e, |_| 0)
     })

@@ -294,6 +294,17 @@ impl EngineState {
             }
         }
     }
+
+    /// Takes the completions of QP `qpn` out of its send and receive CQs:
+    /// a QP destroyed or reset leaves none behind (see [`cq`]).
+    pub fn purge_completions(&mut self, qpn: u32, send_cq: CqHandle, recv_cq: CqHandle) {
+        let cqs = if send_cq == recv_cq { &[send_cq][..] } else { &[send_cq, recv_cq][..] };
+        for cq in cqs {
+            if let Some(q) = self.cqs.get_mut(cq) {
+                q.purge_qp(qpn);
+            }
+        }
+    }
 }
 
 /// Whether a packet for `qp` may act on it: RC and UC packets only from the
@@ -641,6 +652,7 @@ impl Engine {
 
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Error> {
         let qp = self.qps.remove(&qpn).ok_or(Error::NoSuchQp(qpn))?;
+        self.sh.purge_completions(qpn, qp.init.send_cq, qp.init.recv_cq);
         self.sh.inflight -= qp.req.counted_inflight;
         self.sh.timers.remove(qpn, &qp.timers);
         self.sched.forget(qpn);

@@ -42,7 +42,10 @@ pub(crate) fn apply(qp: &mut Qp, sh: &mut EngineState, attr: &QpAttr, mask: QpAt
         return;
     }
     match to {
-        QpState::Reset => reset(qp),
+        QpState::Reset => {
+            reset(qp);
+            sh.purge_completions(qp.qpn, qp.init.send_cq, qp.init.recv_cq);
+        }
         QpState::Err => qp.enter_error(sh),
         QpState::Sqd => {
             qp.attr.qp_state = QpState::Sqd;
@@ -54,7 +57,8 @@ pub(crate) fn apply(qp: &mut Qp, sh: &mut EngineState, attr: &QpAttr, mask: QpAt
     qp.attr.cur_qp_state = qp.attr.qp_state;
 }
 
-/// Back to RESET: queues emptied without completions, state forgotten.
+/// Back to RESET: queues emptied without completions, state forgotten
+/// (the caller takes the QP's completions out of its CQs).
 fn reset(qp: &mut Qp) {
     // What the engine counts for this QP stays until `sync` takes it back out.
     qp.req = Requester { counted_inflight: qp.req.counted_inflight, ..Requester::default() };
