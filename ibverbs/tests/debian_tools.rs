@@ -460,8 +460,8 @@ fn rdma_server_and_rdma_client_exchange_over_synchronous_endpoints() {
 /// a channel) and dgram (UD) endpoints. Not rdm (libfabric's rxm over
 /// msg): rxm closes a connection's endpoint before it reads the
 /// completions still waiting, so a peer's disconnect that overtakes them
-/// loses the last message and the run waits for it (about one run in
-/// sixty on a loaded machine; see the README). In user and
+/// loses the last message and the run waits for it (4 runs of 180
+/// beside three busy loops; see the README). In user and
 /// network namespaces of their own: fi_pingpong's server binds
 /// "localhost", so the device is that namespace's 127.0.0.1, which both
 /// processes share. With GID 1 (the provider's default, 0, is the
