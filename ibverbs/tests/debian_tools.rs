@@ -455,6 +455,65 @@ fn rdma_server_and_rdma_client_exchange_over_synchronous_endpoints() {
     assert!(server.contains("rdma_server: end 0"), "{server}");
 }
 
+/// UCX (Debian's 1.13; Open MPI's transport layer) over the drop-in: its UD
+/// transport alone (`ucx_perftest -x ud_verbs`, UCT active messages) and
+/// UCP over RC with UD for wire-up (`ucp_put_lat`). UCX lists only devices
+/// that have a character device /dev/infiniband/<dev_name>, which uroce
+/// has not: the script gives it one (/dev/null bound there) on a /dev of
+/// its own, in user, mount and network namespaces of its own. UCX's UD
+/// transport takes a datagram only if the RoCE packet type mlx5 reports in
+/// a receive's `sl` says where its destination address is (without it
+/// the UD run hangs: every datagram dropped as misaddressed).
+#[test]
+fn ucx_runs_its_verbs_transports_over_the_dropin() {
+    if !have("ucx_perftest") || !have("ss") {
+        return;
+    }
+    if !Command::new("unshare").args(["-Urmn", "true"]).status().is_ok_and(|s| s.success()) {
+        println!("SKIP: unshare -Urmn failed here (no user namespaces): UCX needs a /dev/infiniband of its own");
+        return;
+    }
+    let dir = install_dir();
+    let script = r#"
+        set -u
+        ip link set lo up
+        t=$(mktemp -d)
+        mkdir "$t/dev" && mount --rbind /dev "$t/dev"
+        mount -t tmpfs tmpfs /dev
+        for n in null zero random urandom; do touch /dev/$n; mount --bind "$t/dev/$n" /dev/$n; done
+        mkdir /dev/shm /dev/infiniband
+        touch /dev/infiniband/uverbs0
+        mount --bind /dev/null /dev/infiniband/uverbs0
+        cd "$t"
+        run() {
+          name=$1; shift
+          timeout 30 ucx_perftest "$@" > server.$name 2>&1 &
+          server=$!
+          for i in $(seq 200); do ss -ltn | grep -q ':13337 ' && break; sleep 0.05; done
+          echo "== $name"
+          timeout 30 ucx_perftest 127.0.0.1 "$@" 2>&1 || { echo "client $name failed"; cat server.$name; exit 1; }
+          wait $server || { echo "server $name failed"; cat server.$name; exit 1; }
+        }
+        run uct_ud -d uroce0:1 -x ud_verbs -t am_lat -n 1000
+        export UCX_TLS=rc_verbs,ud_verbs,self
+        run ucp -t ucp_put_lat -n 1000
+    "#;
+    let out = Command::new("unshare")
+        .args(["-Urmn", "bash", "-c", script])
+        .env("LD_LIBRARY_PATH", dir.path())
+        .env("UROCE_DEVICES", "udp:127.0.0.1")
+        .output()
+        .expect("unshare");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    for run in ["uct_ud", "ucp"] {
+        let after = text.split(&format!("== {run}\n")).nth(1).unwrap_or_else(|| panic!("no {run} run: {text}"));
+        let result =
+            after.lines().find(|l| l.starts_with("Final:")).unwrap_or_else(|| panic!("no {run} result: {text}"));
+        assert_eq!(result.split_whitespace().nth(1), Some("1000"), "{run}: {result}\n{text}");
+    }
+}
+
 /// libfabric's verbs provider (Debian's libfabric-bin): `fi_pingpong -c`
 /// (data checked) over msg (RC over rdma_cm: synchronous IDs migrated onto
 /// a channel) and dgram (UD) endpoints. Not rdm (libfabric's rxm over

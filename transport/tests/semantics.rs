@@ -6,9 +6,9 @@
 use core::time::Duration;
 use std::sync::{Arc, Mutex};
 use uroce_transport::engine::{
-    required_mask, AccessFlags, AddressVector, Counter, Engine, EngineConfig, Error, Gid, Mtu, QpAttr, QpAttrMask,
-    QpInitAttr, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOp,
-    MAX_PACKET_LEN,
+    required_mask, AccessFlags, AddressVector, Counter, Engine, EngineConfig, Error, Gid, Mtu, NetworkHdr, QpAttr,
+    QpAttrMask, QpInitAttr, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, WcOpcode, WcStatus,
+    WorkCompletion, WrOp, MAX_PACKET_LEN,
 };
 use uroce_transport::sim::probe::{drain_packets, parse, poll_all, read_mr, record};
 use uroce_transport::sim::{create_endpoint, ready_ud, Endpoint, LinkConfig, Pair, QpOptions, REGION_ACCESS};
@@ -419,6 +419,7 @@ fn a_destroyed_or_reset_qp_leaves_no_completion_behind() {
         let left = poll_all(e1, p.b.recv_cq);
         assert_eq!(ids(&left), [(0, WcStatus::Success), (2, WcStatus::Success)], "destroy {destroy}");
         assert!(left.iter().all(|w| w.qp_num == p.b.qpn), "destroy {destroy}: {left:?}");
+        assert!(left.iter().all(|w| w.network_hdr == NetworkHdr::Ipv4), "{left:?}");
     }
 }
 

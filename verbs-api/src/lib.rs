@@ -72,7 +72,8 @@ pub use uroce_stack::testnet::TestNet;
 pub use window::{next_key, Mw};
 
 pub use uroce_transport::engine::{
-    AccessFlags, AddressVector, Counter, Event, Gid, Mtu, QpAttr, QpAttrMask, QpCap, QpState, QpType, RecvWr,
-    SendFlags, SendWr, SgList, Sge, SrqAttr, UdDest, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOp, GRH_LEN,
+    AccessFlags, AddressVector, Counter, Event, Gid, Mtu, NetworkHdr, QpAttr, QpAttrMask, QpCap, QpState, QpType,
+    RecvWr, SendFlags, SendWr, SgList, Sge, SrqAttr, UdDest, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOp,
+    GRH_LEN,
 };
 pub use uroce_transport::engine::{MwBind, MwType, MULTICAST_QPN};

@@ -14,7 +14,7 @@ use core::ptr;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
-use uroce_verbs::{Cq, WcFlags, WcStatus, WorkCompletion};
+use uroce_verbs::{Cq, NetworkHdr, WcFlags, WcStatus, WorkCompletion};
 
 /// A CQ as C holds it: an `ibv_cq_ex` (whose first member is the
 /// `ibv_cq`), in an `UnsafeCell` as the library writes fields the program
@@ -208,8 +208,20 @@ pub fn to_c(wc: &WorkCompletion) -> IbvWc {
         wc_flags: wc.wc_flags.0,
         pkey_index: wc.pkey_index,
         slid: 0,
-        sl: 0,
+        sl: roce_packet_type(wc.network_hdr),
         dlid_path_bits: 0,
+    }
+}
+
+/// What mlx5 reports in a UD receive's `sl` on RoCE: the datagram's L3
+/// header type from its CQE (1 IPv6, 2 IPv4). UCX's UD transport reads it
+/// to find the destination address in the GRH area, and without it drops
+/// every IPv4 datagram as misaddressed (UCX 1.13, Debian 12's).
+fn roce_packet_type(hdr: NetworkHdr) -> u8 {
+    match hdr {
+        NetworkHdr::None => 0,
+        NetworkHdr::Ipv6 => 1,
+        NetworkHdr::Ipv4 => 2,
     }
 }
 

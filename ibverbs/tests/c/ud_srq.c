@@ -118,6 +118,8 @@ int main(void)
 	CHECK(sent->status == IBV_WC_SUCCESS && sent->wr_id == 9 && sent->opcode == IBV_WC_SEND);
 	CHECK(recv->status == IBV_WC_SUCCESS && recv->wr_id == 100 && recv->qp_num == b->qp_num);
 	CHECK(recv->src_qp == a->qp_num && (recv->wc_flags & IBV_WC_GRH) && recv->byte_len == GRH + 32);
+	/* sl holds the RoCE L3 header type, as on mlx5 (UCX's UD reads it): IPv4. */
+	CHECK(recv->sl == 2 && sent->sl == 0);
 	CHECK(strcmp(buf + GRH, "inline, from the stack") == 0);
 
 	/* B answers A through an AH made from what it received. */

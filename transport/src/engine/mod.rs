@@ -56,7 +56,8 @@ pub use status::WcStatus;
 pub use time::{ack_timeout, rnr_timer, Instant};
 pub use window::{MwBind, MwType};
 pub use wr::{
-    AccessFlags, Gid, RecvWr, SendFlags, SendWr, SgList, Sge, UdDest, WcFlags, WcOpcode, WorkCompletion, WrOp,
+    AccessFlags, Gid, NetworkHdr, RecvWr, SendFlags, SendWr, SgList, Sge, UdDest, WcFlags, WcOpcode, WorkCompletion,
+    WrOp,
 };
 
 use crate::wire::{Bth, RocePacket, RoceRepr, Transport};

@@ -400,6 +400,19 @@ pub struct WorkCompletion {
     pub src_qp: u32,
     pub wc_flags: WcFlags,
     pub pkey_index: u16,
+    /// The network header a UD datagram came with (the kernel's
+    /// `ib_wc.network_hdr_type`); `None` for every other completion.
+    pub network_hdr: NetworkHdr,
+}
+
+/// The network header of a received RoCEv2 datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NetworkHdr {
+    /// Not a UD receive.
+    #[default]
+    None,
+    Ipv6,
+    Ipv4,
 }
 
 impl Default for WorkCompletion {
@@ -422,6 +435,7 @@ impl WorkCompletion {
             src_qp: 0,
             wc_flags: WcFlags::EMPTY,
             pkey_index: 0,
+            network_hdr: NetworkHdr::None,
         }
     }
 }

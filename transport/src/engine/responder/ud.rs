@@ -3,7 +3,7 @@
 
 use crate::engine::qp::Qp;
 use crate::engine::status::WcStatus;
-use crate::engine::wr::{Gid, WcFlags, WcOpcode, WorkCompletion};
+use crate::engine::wr::{Gid, NetworkHdr, WcFlags, WcOpcode, WorkCompletion};
 use crate::engine::{EngineState, RxMeta, GRH_LEN};
 use crate::wire::ip::{self, ipv4, ipv6, udp};
 use crate::wire::RoceRepr;
@@ -30,6 +30,7 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut EngineState, meta: &RxMeta, repr:
         wc.byte_len = (GRH_LEN + payload.len()) as u32;
         wc.src_qp = deth.src_qp;
         wc.wc_flags = WcFlags::GRH;
+        wc.network_hdr = network_hdr_of(meta.src_gid);
         if let Some(imm) = repr.immdt {
             wc.imm_data = imm.imm;
             wc.wc_flags |= WcFlags::WITH_IMM;
@@ -37,6 +38,14 @@ pub(super) fn on_request(qp: &mut Qp, sh: &mut EngineState, meta: &RxMeta, repr:
     }
     sh.complete(qp.init.recv_cq, wc);
     qp.resp.next_msn();
+}
+
+/// The network header a datagram from `src` came with.
+fn network_hdr_of(src: Gid) -> NetworkHdr {
+    match src.ipv4() {
+        Some(_) => NetworkHdr::Ipv4,
+        None => NetworkHdr::Ipv6,
+    }
 }
 
 /// The 40 bytes a UD receive starts with. For IPv6 GIDs, the IPv6 header;
@@ -69,6 +78,13 @@ mod test {
         assert_eq!(g[20], 0x45);
         assert_eq!(ipv4::checksum(&g[20..]), 0);
         assert_eq!(&g[32..36], &[198, 18, 0, 11]);
+    }
+
+    #[test]
+    fn a_datagram_names_its_network_header() {
+        assert_eq!(network_hdr_of(Gid::from_ipv4([198, 18, 0, 11])), NetworkHdr::Ipv4);
+        let v6 = Gid("2001:db8::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        assert_eq!(network_hdr_of(v6), NetworkHdr::Ipv6);
     }
 
     #[test]
