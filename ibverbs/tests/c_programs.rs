@@ -100,6 +100,20 @@ fn every_other_rdma_cm_call_answers_as_librdmacm() {
     }
 }
 
+/// With UROCE_EXPLAIN=1 an event that reports a failure gets a line that
+/// says it in words (programs often print only the event's name): the
+/// refused client's REJECTED, with the reason.
+#[test]
+fn a_rejection_is_explained_with_its_reason() {
+    let net = TestNet::new();
+    let devices = format!("{} {}", net.udp(1), net.udp(2));
+    let (server, client) = (net.ip(1).to_string(), net.ip(2).to_string());
+    let explain = [("UROCE_EXPLAIN", "1")];
+    let Some(out) = run_c_program_with("every_cm", &devices, &[&server, &client], &explain) else { return };
+    let want = "uroce: rdma_get_cm_event: RDMA_CM_EVENT_REJECTED status 28 (consumer defined)";
+    assert!(out.lines().any(|l| l == want), "{out}");
+}
+
 #[test]
 fn pds_mrs_and_cqs_answer_as_rdma_core() {
     if let Some(out) = run_c_program("pd_mr_cq") {

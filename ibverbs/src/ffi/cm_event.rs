@@ -34,6 +34,7 @@ fn c_id_of(id: &CmId) -> Option<&'static UroceCmId> {
 /// after the event fired, so it is not reported). A connection request's
 /// new ID reports to its listener's channel.
 fn c_event_of(e: CmEvent) -> Option<*mut RdmaCmEvent> {
+    explain_failure(&e);
     let listen = e.listen_id.as_ref().and_then(c_id_of);
     let id = match (e.event, listen) {
         // A connection request comes with a new ID, the listener's context its own.
@@ -105,6 +106,16 @@ fn c_event_of(e: CmEvent) -> Option<*mut RdmaCmEvent> {
     };
     // The Vec's bytes stay where they are when it moves into the box.
     Some(CM_EVENTS.adopt(Box::new(UroceCmEvent { ev, _private_data: private_data })).cast())
+}
+
+/// With `UROCE_EXPLAIN`, one line for an event that reports a failure
+/// (a REJECTED event's reason in words): programs often print only the
+/// event's name.
+fn explain_failure(e: &CmEvent) {
+    use CmEventType::*;
+    if matches!(e.event, AddrError | RouteError | ConnectError | Unreachable | Rejected | MulticastError) {
+        crate::explain::explain("rdma_get_cm_event", &format!("{e}"));
+    }
 }
 
 #[no_mangle]
