@@ -469,11 +469,6 @@ fn ucx_runs_its_verbs_transports_over_the_dropin() {
     if !have("ucx_perftest") || !have("ss") {
         return;
     }
-    if !Command::new("unshare").args(["-Urmn", "true"]).status().is_ok_and(|s| s.success()) {
-        println!("SKIP: unshare -Urmn failed here (no user namespaces): UCX needs a /dev/infiniband of its own");
-        return;
-    }
-    let dir = install_dir();
     let script = r#"
         set -u
         ip link set lo up
@@ -498,20 +493,40 @@ fn ucx_runs_its_verbs_transports_over_the_dropin() {
         export UCX_TLS=rc_verbs,ud_verbs,self
         run ucp -t ucp_put_lat -n 1000
     "#;
+    let why = "UCX needs a /dev/infiniband of its own";
+    let Some(text) = run_unshared("-Urmn", why, script, &[]) else { return };
+    for run in ["uct_ud", "ucp"] {
+        let result = result_of(&text, run, "Final:");
+        assert_eq!(result.split_whitespace().nth(1), Some("1000"), "{run}: {result}\n{text}");
+    }
+}
+
+/// Runs `script` with bash under `unshare flags` (user namespaces, and
+/// what else `flags` asks) over the drop-in on the namespace's 127.0.0.1,
+/// with `env`: its output (stdout, then stderr), the test failing if it
+/// fails; `None`, SKIP said, where user namespaces are not to be had.
+fn run_unshared(flags: &str, why: &str, script: &str, env: &[(&str, &str)]) -> Option<String> {
+    if !Command::new("unshare").args([flags, "true"]).status().is_ok_and(|s| s.success()) {
+        println!("SKIP: unshare {flags} failed here (no user namespaces): {why}");
+        return None;
+    }
+    let dir = install_dir();
     let out = Command::new("unshare")
-        .args(["-Urmn", "bash", "-c", script])
+        .args([flags, "bash", "-c", script])
         .env("LD_LIBRARY_PATH", dir.path())
         .env("UROCE_DEVICES", "udp:127.0.0.1")
+        .envs(env.iter().copied())
         .output()
         .expect("unshare");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
-    for run in ["uct_ud", "ucp"] {
-        let after = text.split(&format!("== {run}\n")).nth(1).unwrap_or_else(|| panic!("no {run} run: {text}"));
-        let result =
-            after.lines().find(|l| l.starts_with("Final:")).unwrap_or_else(|| panic!("no {run} result: {text}"));
-        assert_eq!(result.split_whitespace().nth(1), Some("1000"), "{run}: {result}\n{text}");
-    }
+    Some(text)
+}
+
+/// The first line starting with `prefix` after the script's `== run`.
+fn result_of<'a>(text: &'a str, run: &str, prefix: &str) -> &'a str {
+    let after = text.split(&format!("== {run}\n")).nth(1).unwrap_or_else(|| panic!("no {run} run: {text}"));
+    after.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {run} result: {text}"))
 }
 
 /// libfabric's verbs provider (Debian's libfabric-bin): `fi_pingpong -c`
@@ -531,11 +546,6 @@ fn libfabric_verbs_provider_pingpongs_over_the_dropin() {
     if !have("fi_pingpong") || !have("ss") {
         return;
     }
-    if !Command::new("unshare").args(["-Urn", "true"]).status().is_ok_and(|s| s.success()) {
-        println!("SKIP: unshare -Urn failed here (no user namespaces): fi_pingpong needs a 127.0.0.1 of its own");
-        return;
-    }
-    let dir = install_dir();
     let script = r#"
         set -u
         ip link set lo up
@@ -549,18 +559,10 @@ fn libfabric_verbs_provider_pingpongs_over_the_dropin() {
           wait $server || { echo "server $ep failed"; cat server.$ep; exit 1; }
         done
     "#;
-    let out = Command::new("unshare")
-        .args(["-Urn", "bash", "-c", script])
-        .env("LD_LIBRARY_PATH", dir.path())
-        .env("UROCE_DEVICES", "udp:127.0.0.1")
-        .env("FI_VERBS_GID_IDX", "1")
-        .output()
-        .expect("unshare");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{text}");
+    let why = "fi_pingpong needs a 127.0.0.1 of its own";
+    let Some(text) = run_unshared("-Urn", why, script, &[("FI_VERBS_GID_IDX", "1")]) else { return };
     for ep in ["msg", "dgram"] {
-        let after = text.split(&format!("== {ep}\n")).nth(1).unwrap_or_else(|| panic!("no {ep} run: {text}"));
-        let result = after.lines().find(|l| l.starts_with("1k")).unwrap_or_else(|| panic!("no {ep} result: {text}"));
+        let result = result_of(&text, ep, "1k");
         assert!(result.contains(" =100 "), "{ep}: {result}\n{text}");
     }
 }
