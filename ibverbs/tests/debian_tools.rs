@@ -457,7 +457,8 @@ fn rdma_server_and_rdma_client_exchange_over_synchronous_endpoints() {
 
 /// UCX (Debian's 1.13; Open MPI's transport layer) over the drop-in: its UD
 /// transport alone (`ucx_perftest -x ud_verbs`, UCT active messages) and
-/// UCP over RC with UD for wire-up (`ucp_put_lat`). UCX lists only devices
+/// UCP over RC with UD for wire-up (each of ucx_perftest's UCP tests: put,
+/// get, atomics, tag matching, active messages, streams). UCX lists only devices
 /// that have a character device /dev/infiniband/<dev_name>, which uroce
 /// has not: the script gives it one (/dev/null bound there) on a /dev of
 /// its own, in user, mount and network namespaces of its own. UCX's UD
@@ -491,11 +492,13 @@ fn ucx_runs_its_verbs_transports_over_the_dropin() {
         }
         run uct_ud -d uroce0:1 -x ud_verbs -t am_lat -n 1000
         export UCX_TLS=rc_verbs,ud_verbs,self
-        run ucp -t ucp_put_lat -n 1000
+        for t in $UCP_TESTS; do run $t -t $t -n 1000; done
     "#;
     let why = "UCX needs a /dev/infiniband of its own";
-    let Some(text) = run_unshared("-Urmn", why, script, &[]) else { return };
-    for run in ["uct_ud", "ucp"] {
+    let ucp_tests = "ucp_put_lat ucp_put_bw ucp_get ucp_add ucp_fadd ucp_swap ucp_cswap tag_lat tag_bw ucp_am_lat \
+                     ucp_am_bw stream_lat stream_bw";
+    let Some(text) = run_unshared("-Urmn", why, script, &[("UCP_TESTS", ucp_tests)]) else { return };
+    for run in std::iter::once("uct_ud").chain(ucp_tests.split_whitespace()) {
         let result = result_of(&text, run, "Final:");
         assert_eq!(result.split_whitespace().nth(1), Some("1000"), "{run}: {result}\n{text}");
     }
