@@ -262,6 +262,24 @@ fn calls_out_of_order_are_errors_that_name_the_verb() {
     assert!(ch.get_cm_event(Duration::from_millis(10)).is_err(), "no stray event");
 }
 
+/// An ID bound to the wildcard address with port 0 gets an ephemeral port
+/// searched from a random start, as the kernel's: every new process began
+/// at 32768, so of two processes sharing an address that each listened on
+/// such a port, the second was refused (EADDRINUSE).
+#[test]
+fn ephemeral_ports_of_the_wildcard_start_at_random() {
+    let ch = EventChannel::new().unwrap();
+    let ports: Vec<u16> = (0..8)
+        .map(|_| {
+            let id = ch.create_id(PortSpace::Tcp).unwrap();
+            id.bind_addr("0.0.0.0:0".parse().unwrap()).unwrap();
+            id.local_addr().unwrap().port()
+        })
+        .collect();
+    assert!(ports.iter().all(|p| (32768..=60999).contains(p)), "{ports:?}");
+    assert!(!ports.iter().all(|p| *p < 32768 + 8), "from the range's start: {ports:?}");
+}
+
 /// More REQs than one receive batch, all waiting when the listener's
 /// device next runs, reach its CM without a drop: QP1 posts its receives
 /// again after each batch. (It had 64 and reposted once a round, which

@@ -37,7 +37,13 @@ impl CmId {
         if let Some(c) = &ctx {
             registry::start_cm(c)?;
         }
-        let pick = ctx.as_ref().map_or(0, |c| c.driver().lock().engine.random_psn());
+        // Where the search for a free ephemeral port starts: at random, as
+        // the kernel's, so that processes sharing an address (each with
+        // its own table of ports) do not all take the same one.
+        let pick = match &ctx {
+            Some(c) => c.driver().lock().engine.random_psn(),
+            None => random_u32(),
+        };
         let port = registry::bind(self.0.ps, addr, self.0.key, Arc::downgrade(&self.0), pick)?;
         let mut st = self.state();
         st.src = Some(SocketAddr::new(addr.ip(), port));
@@ -235,4 +241,11 @@ fn no_family(ctx: &Context, dst: SocketAddr, verb: &'static str) -> Error {
 /// The index of `gid` in the device's GID table (1, the IPv4 GID, if absent).
 pub(crate) fn gid_index(ctx: &Context, gid: Gid) -> u8 {
     ctx.link_info().gids.index_of(gid).map_or(1, |i| i as u8)
+}
+
+/// Four bytes from the OS's generator (0 if it has none to give).
+fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    let _ = getrandom::getrandom(&mut b);
+    u32::from_ne_bytes(b)
 }
