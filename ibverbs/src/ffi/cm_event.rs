@@ -118,6 +118,11 @@ fn explain_failure(e: &CmEvent) {
     }
 }
 
+/// How long a read of a channel another thread destroyed waits before it
+/// fails. One second was too short on a machine busy with other work:
+/// rping's main thread had not exited by then (CI, 2026-11-29).
+const LATE_READER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 #[no_mangle]
 pub extern "C-unwind" fn rdma_get_cm_event(channel: *mut RdmaEventChannel, event: *mut *mut RdmaCmEvent) -> c_int {
     let Some(ch) = EVENT_CHANNELS.get(channel.cast::<UroceEventChannel>()).filter(|_| !event.is_null()) else {
@@ -126,10 +131,10 @@ pub extern "C-unwind" fn rdma_get_cm_event(channel: *mut RdmaEventChannel, event
             // reads: rping's CM thread loops back here as its main thread
             // tears down and returns. librdmacm's read of the closed
             // descriptor would fail with EBADF, and rping would exit(-1)
-            // before main's exit(0); waiting a second first lets the
-            // process end as it meant to.
+            // before main's exit(0); waiting first lets the process end as
+            // it meant to.
             // (Not a cancellation point: the sleep runs with it off.)
-            guard((), || std::thread::sleep(std::time::Duration::from_secs(1)));
+            guard((), || std::thread::sleep(LATE_READER_GRACE));
             set_errno(libc::EBADF);
             return -1;
         }

@@ -173,7 +173,7 @@ int main(int argc, char **argv)
 	rdma_destroy_event_channel(ch);
 	/* A thread reading the channel after another destroyed it (rping's
 	 * CM thread as main tears down) fails as on librdmacm's closed
-	 * descriptor, EBADF, after a second's grace; a pointer that never was
+	 * descriptor, EBADF, after a few seconds' grace; a pointer that never was
 	 * a channel is EINVAL. */
 	struct rdma_cm_event *late;
 	errno = 0;
