@@ -457,22 +457,20 @@ fn rdma_server_and_rdma_client_exchange_over_synchronous_endpoints() {
 
 /// UCX (Debian's 1.13; Open MPI's transport layer) over the drop-in: its UD
 /// transport alone (`ucx_perftest -x ud_verbs`, UCT active messages) and
-/// UCP over RC with UD for wire-up (each of ucx_perftest's UCP tests: put,
-/// get, atomics, tag matching, active messages, streams). UCX lists only devices
-/// that have a character device /dev/infiniband/<dev_name>, which uroce
-/// has not: the script gives it one (/dev/null bound there) on a /dev of
-/// its own, in user, mount and network namespaces of its own. UCX's UD
+/// UCP over RC with UD for wire-up (each of ucx_perftest's UCP tests:
+/// put, get, atomics, tag matching, active messages, streams). UCX lists
+/// only devices that have a character device /dev/infiniband/<dev_name>,
+/// which uroce has not: the script gives it one (/dev/null bound there)
+/// on a /dev of its own, in user, mount and network namespaces of its own. UCX's UD
 /// transport takes a datagram only if the RoCE packet type mlx5 reports in
 /// a receive's `sl` says where its destination address is (without it
 /// the UD run hangs: every datagram dropped as misaddressed).
 #[test]
 fn ucx_runs_its_verbs_transports_over_the_dropin() {
-    if !have("ucx_perftest") || !have("ss") {
+    if !have("ucx_perftest") {
         return;
     }
     let script = r#"
-        set -u
-        ip link set lo up
         t=$(mktemp -d)
         mkdir "$t/dev" && mount --rbind /dev "$t/dev"
         mount -t tmpfs tmpfs /dev
@@ -485,7 +483,7 @@ fn ucx_runs_its_verbs_transports_over_the_dropin() {
           name=$1; shift
           timeout 30 ucx_perftest "$@" > server.$name 2>&1 &
           server=$!
-          for i in $(seq 200); do ss -ltn | grep -q ':13337 ' && break; sleep 0.05; done
+          listening 13337
           echo "== $name"
           timeout 30 ucx_perftest 127.0.0.1 "$@" 2>&1 || { echo "client $name failed"; cat server.$name; exit 1; }
           wait $server || { echo "server $name failed"; cat server.$name; exit 1; }
@@ -512,16 +510,14 @@ fn ucx_runs_its_verbs_transports_over_the_dropin() {
 /// at most three times; any other failure fails.
 #[test]
 fn qperf_runs_its_rc_tests_over_rdma_cm() {
-    if !have("qperf") || !have("ss") {
+    if !have("qperf") {
         return;
     }
     let script = r#"
-        set -u
-        ip link set lo up
         cd "$(mktemp -d)"
         timeout 120 qperf > server.out 2>&1 &
         server=$!
-        for i in $(seq 200); do ss -ltn | grep -q ':19765 ' && break; sleep 0.05; done
+        listening 19765
         for t in $QPERF_TESTS; do
           for attempt in 1 2 3; do
             out=$(timeout 30 qperf 127.0.0.1 -cm1 -t 1 $t 2>&1) && break
@@ -548,13 +544,16 @@ fn qperf_runs_its_rc_tests_over_rdma_cm() {
 /// with `env`: its output (stdout, then stderr), the test failing if it
 /// fails; `None`, SKIP said, where user namespaces are not to be had.
 fn run_unshared(flags: &str, why: &str, script: &str, env: &[(&str, &str)]) -> Option<String> {
+    if !have("ss") {
+        return None;
+    }
     if !Command::new("unshare").args([flags, "true"]).status().is_ok_and(|s| s.success()) {
         println!("SKIP: unshare {flags} failed here (no user namespaces): {why}");
         return None;
     }
     let dir = install_dir();
     let out = Command::new("unshare")
-        .args([flags, "bash", "-c", script])
+        .args([flags, "bash", "-c", &format!("{SCRIPT_PROLOGUE}{script}")])
         .env("LD_LIBRARY_PATH", dir.path())
         .env("UROCE_DEVICES", "udp:127.0.0.1")
         .envs(env.iter().copied())
@@ -564,6 +563,15 @@ fn run_unshared(flags: &str, why: &str, script: &str, env: &[(&str, &str)]) -> O
     assert!(out.status.success(), "{text}");
     Some(text)
 }
+
+/// What each script of [`run_unshared`] starts with: the namespace's
+/// loopback up, and `listening PORT`, which waits (10 s at most) until a
+/// server listens on TCP port PORT.
+const SCRIPT_PROLOGUE: &str = r#"
+    set -u
+    ip link set lo up
+    listening() { for i in $(seq 200); do ss -ltn | grep -q ":$1 " && return; sleep 0.05; done; }
+"#;
 
 /// The first line starting with `prefix` in what the script printed
 /// between its `== run` and the next `== `.
@@ -587,17 +595,15 @@ fn result_of<'a>(text: &'a str, run: &str, prefix: &str) -> &'a str {
 /// reach).
 #[test]
 fn libfabric_verbs_provider_pingpongs_over_the_dropin() {
-    if !have("fi_pingpong") || !have("ss") {
+    if !have("fi_pingpong") {
         return;
     }
     let script = r#"
-        set -u
-        ip link set lo up
         cd "$(mktemp -d)"
         for ep in msg dgram; do
           timeout 30 fi_pingpong -p verbs -e $ep -I 100 -S 1024 -c > server.$ep 2>&1 &
           server=$!
-          for i in $(seq 200); do ss -ltn | grep -q ':47592 ' && break; sleep 0.05; done
+          listening 47592
           echo "== $ep"
           timeout 30 fi_pingpong -p verbs -e $ep -I 100 -S 1024 -c 127.0.0.1 2>&1 || { echo "client $ep failed"; cat server.$ep; exit 1; }
           wait $server || { echo "server $ep failed"; cat server.$ep; exit 1; }

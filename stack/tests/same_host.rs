@@ -40,6 +40,11 @@ fn exchange(
 
 /// Sends a first packet by UDP (it asks for a channel) and waits until the
 /// channel is up on both ends.
+/// `n` datagrams to QP 0x11, PSNs 1..=n, each 64 bytes of its PSN.
+fn burst(n: u32) -> Vec<Vec<u8>> {
+    (1..=n).map(|psn| roce_packet(0x11, psn, &[psn as u8; 64])).collect()
+}
+
 fn connect(a: &mut UdpLink, b: &mut UdpLink, b_ip: IpAddr) {
     let first = [roce_packet(0x11, 0, &[1; 8])];
     a.send(&tx(b_ip, &first)).unwrap();
@@ -61,7 +66,7 @@ fn datagrams_between_two_links_of_one_host_go_through_shared_memory() {
     connect(&mut a, &mut b, b_ip);
 
     // More than a ring holds, in batches, received between them: in order.
-    let packets: Vec<Vec<u8>> = (1..=3000).map(|psn| roce_packet(0x11, psn, &[psn as u8; 64])).collect();
+    let packets = burst(3000);
     let mut got = Vec::new();
     for chunk in packets.chunks(32) {
         a.send(&tx(b_ip, chunk)).unwrap();
@@ -87,7 +92,7 @@ fn what_a_full_ring_has_no_room_for_goes_by_udp() {
     let (mut a, mut b) = (link_on(&net, 1, true), link_on(&net, 2, true));
     let b_ip = IpAddr::V4(net.ip(2));
     connect(&mut a, &mut b, b_ip);
-    let packets: Vec<Vec<u8>> = (1..=1100).map(|psn| roce_packet(0x11, psn, &[psn as u8; 64])).collect();
+    let packets = burst(1100);
     for chunk in packets.chunks(32) {
         a.send(&tx(b_ip, chunk)).unwrap();
     }

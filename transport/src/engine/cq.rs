@@ -67,20 +67,15 @@ impl CqRing {
 
     /// Takes out the completions of QP `qpn`; the others stay, in order.
     /// Only the one producer may call it (nothing is pushed meanwhile).
-    fn purge_qp(&self, qpn: u32) -> usize {
+    fn purge_qp(&self, qpn: u32) {
         let _purging = self.0.purging.write().unwrap_or_else(|p| p.into_inner());
-        let waiting = self.0.entries.len();
-        let mut purged = 0;
-        for _ in 0..waiting {
+        for _ in 0..self.0.entries.len() {
             let Some(wc) = self.0.entries.pop() else { break };
-            if wc.qp_num == qpn {
-                purged += 1;
-            } else {
+            if wc.qp_num != qpn {
                 // Room: it was just taken, and nothing else pushes.
                 let _ = self.0.entries.push(wc);
             }
         }
-        purged
     }
 }
 
@@ -121,9 +116,9 @@ impl Cq {
         self.entries.0.entries.pop()
     }
 
-    /// Takes out the completions of QP `qpn` (destroyed or reset); how many.
-    pub fn purge_qp(&mut self, qpn: u32) -> usize {
-        self.entries.purge_qp(qpn)
+    /// Takes out the completions of QP `qpn` (destroyed or reset).
+    pub fn purge_qp(&mut self, qpn: u32) {
+        self.entries.purge_qp(qpn);
     }
 
     pub fn ring(&self) -> CqRing {

@@ -24,9 +24,9 @@ use uroce_transport::engine::{
 /// MADs QP1 can receive before it reposts, and send at once: the kernel's
 /// MAD layer's defaults (`ib_mad`'s `recv_queue_size` and
 /// `send_queue_size`). Receives are reposted while a receive batch is
-/// handed to the engine (`Core::receive`), so that a burst of REQs (cmtime's 1000 connections
-/// at once) is not dropped for want of a receive and retried only after
-/// the CM's response timeout (4 s).
+/// handed to the engine (`Core::receive`), so that a burst of REQs
+/// (cmtime's 1000 connections at once) is not dropped for want of a
+/// receive and retried only after the CM's response timeout (4 s).
 const RECV_SLOTS: usize = 512;
 const SEND_SLOTS: usize = 128;
 /// How many received packets `Core::receive` hands the engine between two
