@@ -471,14 +471,6 @@ fn ucx_runs_its_verbs_transports_over_the_dropin() {
         return;
     }
     let script = r#"
-        t=$(mktemp -d)
-        mkdir "$t/dev" && mount --rbind /dev "$t/dev"
-        mount -t tmpfs tmpfs /dev
-        for n in null zero random urandom; do touch /dev/$n; mount --bind "$t/dev/$n" /dev/$n; done
-        mkdir /dev/shm /dev/infiniband
-        touch /dev/infiniband/uverbs0
-        mount --bind /dev/null /dev/infiniband/uverbs0
-        cd "$t"
         run() {
           name=$1; shift
           timeout 30 ucx_perftest "$@" > server.$name 2>&1 &
@@ -495,10 +487,67 @@ fn ucx_runs_its_verbs_transports_over_the_dropin() {
     let why = "UCX needs a /dev/infiniband of its own";
     let ucp_tests = "ucp_put_lat ucp_put_bw ucp_get ucp_add ucp_fadd ucp_swap ucp_cswap tag_lat tag_bw ucp_am_lat \
                      ucp_am_bw stream_lat stream_bw";
-    let Some(text) = run_unshared("-Urmn", why, script, &[("UCP_TESTS", ucp_tests)]) else { return };
+    let script = format!("{UVERBS_DEVICE_FILE}{script}");
+    let Some(text) = run_unshared("-Urmn", why, &script, &[("UCP_TESTS", ucp_tests)]) else { return };
     for run in std::iter::once("uct_ud").chain(ucp_tests.split_whitespace()) {
         let result = result_of(&text, run, "Final:");
         assert_eq!(result.split_whitespace().nth(1), Some("1000"), "{run}: {result}\n{text}");
+    }
+}
+
+/// What UCX needs to list a device, for a script run by [`run_unshared`]
+/// with a mount namespace: a character device /dev/infiniband/uverbs0
+/// (uroce's `dev_name`; uroce never opens it), here /dev/null bound there
+/// on a tmpfs /dev of the namespace's own. Leaves the script in a fresh
+/// temporary directory.
+const UVERBS_DEVICE_FILE: &str = r#"
+    t=$(mktemp -d)
+    mkdir "$t/dev" && mount --rbind /dev "$t/dev"
+    mount -t tmpfs tmpfs /dev
+    for n in null zero random urandom; do touch /dev/$n; mount --bind "$t/dev/$n" /dev/$n; done
+    mkdir /dev/shm /dev/infiniband
+    touch /dev/infiniband/uverbs0
+    mount --bind /dev/null /dev/infiniband/uverbs0
+    cd "$t"
+"#;
+
+/// Open MPI (Debian's 4.1) over the drop-in, two ranks on one 127.0.0.1:
+/// `tests/mpi/mpi_check.c` (ping-pong from 1 byte to 4 MiB, 64 nonblocking
+/// messages in flight, an allreduce, one-sided put, get and accumulate,
+/// every byte checked) run over UCX's verbs transports (`--mca pml ucx`,
+/// `UCX_TLS=rc_verbs,ud_verbs,self`: no shared-memory transport, so every
+/// byte between the ranks goes through uroce) and over libfabric's verbs
+/// provider (`--mca pml cm --mca mtl ofi`, `FI_PROVIDER=verbs`: rxm over
+/// RC). Not openib: Debian builds it without the rdmacm connection
+/// scheme, and its other (udcm) does not take RoCE ports, rxe's or any.
+#[test]
+fn open_mpi_runs_over_ucx_and_libfabric_on_the_dropin() {
+    if !(have("mpicc") && have("mpirun")) {
+        return;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/mpi_check.c");
+    let bin = std::env::temp_dir().join(format!("uroce-mpi-check-{}", std::process::id()));
+    let cc = Command::new("mpicc").arg("-O2").arg("-Wall").arg("-o").arg(&bin).arg(&src).output().expect("mpicc");
+    assert!(cc.status.success(), "mpicc: {}", String::from_utf8_lossy(&cc.stderr));
+    let script = r#"
+        mpi() {
+          name=$1; shift
+          echo "== $name"
+          timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$@" "$MPI_CHECK" 2>&1
+          echo "exit $?"
+        }
+        mpi ucx --mca pml ucx -x UCX_TLS=rc_verbs,ud_verbs,self
+        mpi ofi --mca pml cm --mca mtl ofi --mca osc ^ucx \
+          -x FI_PROVIDER=verbs -x FI_VERBS_GID_IDX=1 -x FI_UNIVERSE_SIZE=16
+    "#;
+    let script = format!("{UVERBS_DEVICE_FILE}{script}");
+    let why = "UCX needs a /dev/infiniband of its own";
+    let text = run_unshared("-Urmn", why, &script, &[("MPI_CHECK", bin.to_str().expect("a UTF-8 path"))]);
+    let _ = std::fs::remove_file(&bin);
+    let Some(text) = text else { return };
+    for run in ["ucx", "ofi"] {
+        assert_eq!(result_of(&text, run, "mpi_check:"), "mpi_check: ok", "{run}: {text}");
+        assert_eq!(result_of(&text, run, "exit "), "exit 0", "{run}: {text}");
     }
 }
 
