@@ -90,6 +90,18 @@ fn every_other_verb_answers_as_rdma_core() {
     }
 }
 
+/// `ibv_get_sysfs_path` follows `$SYSFS_PATH`, its trailing slashes
+/// removed, as rdma-core's does (every_verb.c checks it against
+/// `EXPECT_SYSFS_PATH`; without the variable it answers `/sys`).
+#[test]
+fn the_sysfs_path_follows_the_environment_as_in_rdma_core() {
+    let net = TestNet::new();
+    let env = [("SYSFS_PATH", "/tmp/uroce-sysfs///"), ("EXPECT_SYSFS_PATH", "/tmp/uroce-sysfs")];
+    if let Some(out) = run_c_program_with("every_verb", &net.udp(1), &[], &env) {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
 #[test]
 fn every_other_rdma_cm_call_answers_as_librdmacm() {
     let net = TestNet::new();

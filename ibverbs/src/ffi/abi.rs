@@ -14,6 +14,8 @@ pub type Slot = Option<unsafe extern "C" fn()>;
 pub const IBV_NODE_CA: c_int = 1;
 /// `enum ibv_transport_type`: IBV_TRANSPORT_IB (RoCE is IB transport).
 pub const IBV_TRANSPORT_IB: c_int = 0;
+/// `IBV_SYSFS_PATH_MAX` (driver.h): the longest sysfs path libibverbs keeps.
+pub const IBV_SYSFS_PATH_MAX: usize = 256;
 
 /// `struct ibv_device` (verbs.h:1940).
 #[repr(C)]

@@ -333,8 +333,31 @@ pub extern "C" fn ibv_read_sysfs_file(dir: *const c_char, file: *const c_char, b
 }
 symver!(ibv_read_sysfs_file, "IBVERBS_1.0");
 
+/// `ibv_get_sysfs_path`: `/sys`, or, as in rdma-core, `$SYSFS_PATH` without
+/// its trailing slashes when the process is not set-uid (a program may
+/// point libraries that read sysfs through this at a tree of its own).
 #[no_mangle]
 pub extern "C" fn ibv_get_sysfs_path() -> *const c_char {
-    c"/sys".as_ptr()
+    static PATH: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        // SAFETY: getuid and geteuid cannot fail and touch no memory.
+        let set_uid = unsafe { libc::getuid() != libc::geteuid() };
+        let from_env = std::env::var_os("SYSFS_PATH").filter(|_| !set_uid);
+        let path = from_env.map_or_else(|| b"/sys".to_vec(), sysfs_path_from_env);
+        std::ffi::CString::new(path).unwrap_or_else(|_| c"/sys".into())
+    })
+    .as_ptr()
+}
+
+/// `$SYSFS_PATH` as rdma-core takes it: at most 256 bytes, trailing
+/// slashes removed.
+fn sysfs_path_from_env(value: std::ffi::OsString) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = value.as_bytes();
+    let mut path = bytes[..bytes.len().min(IBV_SYSFS_PATH_MAX)].to_vec();
+    while path.last() == Some(&b'/') {
+        path.pop();
+    }
+    path
 }
 symver!(ibv_get_sysfs_path, "IBVERBS_1.0");
