@@ -455,6 +455,24 @@ fn rdma_server_and_rdma_client_exchange_over_synchronous_endpoints() {
     assert!(server.contains("rdma_server: end 0"), "{server}");
 }
 
+/// Debian's rdma_xserver and rdma_xclient over RC (`-c r`; XRC, `-c x`,
+/// uroce answers EOPNOTSUPP as rxe): `rdma_getaddrinfo`, `rdma_create_ep`
+/// with a QP asked for no inline data, then a 16-byte inline SEND, which
+/// rxe and mlx5 take on such a QP (16 bytes of inline room per send SGE;
+/// EINVAL at the post without it).
+#[test]
+fn rdma_xserver_and_rdma_xclient_exchange_an_inline_send_over_rc() {
+    if !have("rdma_xserver") {
+        return;
+    }
+    let port = free_tcp_port().to_string();
+    let server = End::dropin("rdma_xserver", &["-c", "r", "-p", &port]);
+    let client = End::dropin("rdma_xclient", &["-s", "{server}", "-c", "r", "-p", &port]);
+    let (client, server) = run_pair(server, client, "Connection refused");
+    assert!(client.contains("rdma_xclient: end 0"), "{client}");
+    assert!(server.contains("rdma_xserver: end 0"), "{server}");
+}
+
 /// UCX (Debian's 1.13; Open MPI's transport layer) over the drop-in: its UD
 /// transport alone (`ucx_perftest -x ud_verbs`, UCT active messages) and
 /// UCP over RC with UD for wire-up (each of ucx_perftest's UCP tests:

@@ -115,6 +115,9 @@ pub fn create_qp_with(
     within_device_limits(p, &a.cap)?;
     let mut init = QpInit::new(qp_type, &send_cq.inner, &recv_cq.inner);
     init.cap = cap_of(&a.cap);
+    // What the QP is given goes back to the caller, as rdma-core's
+    // providers write it (the engine grants the same).
+    a.cap.max_inline_data = init.cap.granted().max_inline_data;
     init.srq = srq.map(|s| s.inner.clone());
     if srq.is_some() {
         // The QP has no receive queue of its own (the kernel reports zeros).

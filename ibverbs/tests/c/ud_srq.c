@@ -44,6 +44,24 @@ static void srq_checks(struct ibv_pd *pd)
 	CHECK(!ibv_create_srq(pd, &bad) && errno == EINVAL);
 }
 
+/* A QP asked for no inline data still sends 16 bytes per send SGE inline,
+ * as on rxe (and mlx5, whose smallest WQE has room): Debian's rdma_xclient
+ * sends 16 bytes inline on such a QP. The room is written back and queried. */
+static void inline_room_checks(struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 2, .max_recv_sge = 1 },
+	};
+	struct ibv_qp *qp = ibv_create_qp(pd, &init);
+	CHECK(qp && init.cap.max_inline_data == 32);
+	struct ibv_qp_attr attr;
+	struct ibv_qp_init_attr got;
+	CHECK(ibv_query_qp(qp, &attr, IBV_QP_CAP, &got) == 0 && got.cap.max_inline_data == 32);
+	CHECK(attr.cap.max_inline_data == 32);
+	CHECK(ibv_destroy_qp(qp) == 0);
+}
+
 int main(void)
 {
 	alarm(20); /* a blocking call that never returns fails the test */
@@ -52,6 +70,7 @@ int main(void)
 	struct ibv_cq *cq = ibv_create_cq(ctx, 32, NULL, NULL, 0);
 	CHECK(pd && cq);
 	srq_checks(pd);
+	inline_room_checks(pd, cq);
 
 	/* An SRQ of 2 receives grows to rxe's smallest, 4, and says so. */
 	struct ibv_srq_init_attr sinit = { .srq_context = (void *)0x55, .attr = { .max_wr = 2, .max_sge = 1 } };

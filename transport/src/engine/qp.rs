@@ -50,6 +50,22 @@ pub struct QpCap {
     pub max_inline_data: u32,
 }
 
+impl QpCap {
+    /// Bytes of inline data each send SGE's room holds: a QP asked for
+    /// less inline data gets at least this much per send SGE, as on rxe
+    /// (a send WQE's SGE space doubles as its inline space) and mlx5 (whose
+    /// smallest WQE has room too). Debian's `rdma_xclient` sends 16 bytes
+    /// inline on a QP asked for none.
+    pub const INLINE_PER_SGE: u32 = 16;
+
+    /// The sizes a QP asked for `self` is given (what `ibv_create_qp`
+    /// writes back into the caller's `cap`).
+    pub fn granted(self) -> QpCap {
+        let sge_room = self.max_send_sge.saturating_mul(Self::INLINE_PER_SGE);
+        QpCap { max_inline_data: self.max_inline_data.max(sge_room), ..self }
+    }
+}
+
 impl Default for QpCap {
     fn default() -> QpCap {
         QpCap { max_send_wr: 256, max_recv_wr: 256, max_send_sge: 16, max_recv_sge: 16, max_inline_data: 256 }
@@ -163,7 +179,7 @@ impl Qp {
     pub fn new(qpn: u32, init: QpInitAttr) -> Qp {
         Qp {
             qpn,
-            init,
+            init: QpInitAttr { cap: init.cap.granted(), ..init },
             attr: QpAttr { port_num: 1, ..QpAttr::default() },
             sport: ud_udp_sport(qpn),
             req: Requester::default(),
