@@ -14,7 +14,7 @@ pub mod memory {
 }
 /// A forked child and its parent's devices.
 pub mod fork {
-    pub use crate::sys::fork::{let_go, on_fork_child};
+    pub use crate::sys::fork::{forked_within, let_go, on_fork_child};
 }
 pub mod pcap;
 mod sys;
