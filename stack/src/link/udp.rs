@@ -1041,6 +1041,10 @@ enum Sharing {
     AfterOwnerLeft,
 }
 
+/// How long after a fork a port in use may still be the child's copy of
+/// ours (a child runs its fork handler when it is first scheduled).
+const FORK_COPIES_LINGER: Duration = Duration::from_secs(3);
+
 /// The socket of a new link on `ip` (`scope`: the interface of a
 /// link-local one, by name and index), the port it sends from, and its part
 /// in sharing the address: `ip:4791` bound, or (as `sharing` allows) the
@@ -1061,10 +1065,6 @@ enum Sharing {
 /// that forks and then closes and opens its device again: 1 run in 300 of
 /// `tests/c/fork.c` beside two busy loops found the port held).
 /// Bounded: 50 tries 20 ms apart within 3 s.
-/// How long after a fork a port in use may still be the child's copy of
-/// ours (a child runs its fork handler when it is first scheduled).
-const FORK_COPIES_LINGER: Duration = Duration::from_secs(3);
-
 fn bind_or_join(
     ip: IpAddr,
     scope: (Option<&str>, u32),
