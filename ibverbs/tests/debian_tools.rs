@@ -455,6 +455,34 @@ fn rdma_server_and_rdma_client_exchange_over_synchronous_endpoints() {
     assert!(server.contains("rdma_server: end 0"), "{server}");
 }
 
+/// A device on an IPv6 address only (`udp:[::1]`, in namespaces of its
+/// own): its GID table has no gap where an IPv4 GID would be, as the
+/// kernel fills rxe's, so `ibv_devinfo -v` lists `::1` as GID 1 and
+/// `ibv_rc_pingpong -g 1` runs over it between two processes (before, index
+/// 1 was an empty entry that `ibv_query_gid` refused).
+#[test]
+fn an_ipv6_only_device_has_its_address_at_gid_1() {
+    if !have("ibv_rc_pingpong") {
+        return;
+    }
+    let script = r#"
+        echo "== devinfo"
+        ibv_devinfo -v | grep -E "gid_tbl_len|GID\["
+        echo "== pingpong"
+        timeout 20 ibv_rc_pingpong -g 1 -n 100 -c > server.out 2>&1 &
+        server=$!
+        listening 18515
+        timeout 20 ibv_rc_pingpong -g 1 -n 100 -c 127.0.0.1 2>&1 || { cat server.out; exit 1; }
+        wait $server || { cat server.out; exit 1; }
+    "#;
+    let script = format!("cd \"$(mktemp -d)\"\n{script}");
+    let why = "the device needs a ::1 of its own";
+    let Some(text) = run_unshared("-Urn", why, &script, &[("UROCE_DEVICES", "udp:[::1]")]) else { return };
+    assert_eq!(result_of(&text, "devinfo", "\t\t\tgid_tbl_len").split_whitespace().nth(1), Some("2"), "{text}");
+    assert!(result_of(&text, "devinfo", "\t\t\tGID[  1]").contains("::1, RoCE v2"), "{text}");
+    assert!(result_of(&text, "pingpong", "100 iters in").contains("usec/iter"), "{text}");
+}
+
 /// Debian's rdma_xserver and rdma_xclient over RC (`-c r`; XRC, `-c x`,
 /// uroce answers EOPNOTSUPP as rxe): `rdma_getaddrinfo`, `rdma_create_ep`
 /// with a QP asked for no inline data, then a 16-byte inline SEND, which

@@ -151,10 +151,16 @@ impl CommonArgs {
 /// device has it and can send from it; otherwise one line saying what to give.
 pub fn source_gid(ctx: &Context, flag: &str, index: usize) -> Result<uroce_verbs::Gid, String> {
     ctx.source_gid(index).map_err(|e| match e {
-        uroce_verbs::Error::NoSuchGid { len, .. } => format!(
-            "{flag} {index}: {} has no GID index {index} (it has {len}: 0 the IPv6 link-local GID, 1 the IPv4 one): give {flag} 1, or {flag} 0",
-            ctx.link_info().name
-        ),
+        uroce_verbs::Error::NoSuchGid { len, .. } => {
+            let dev = &ctx.link_info().name;
+            let usable: Vec<String> =
+                (0..len).filter(|&i| ctx.source_gid(i).is_ok()).map(|i| format!("{flag} {i}")).collect();
+            format!(
+                "{flag} {index}: {dev} has no GID index {index} (it has {len}; `uroce devinfo -v -d {dev}` lists \
+                 them): give {}",
+                usable.join(" or ")
+            )
+        }
         e => format!("{flag} {index}: {e}"),
     })
 }

@@ -152,9 +152,7 @@ fn pingpong_flags_the_device_cannot_honour_are_refused() {
     fails_with(
         &with(&["-g", "5"]),
         1,
-        &format!(
-            "-g 5: {dev} has no GID index 5 (it has 2: 0 the IPv6 link-local GID, 1 the IPv4 one): give -g 1, or -g 0"
-        ),
+        &format!("-g 5: {dev} has no GID index 5 (it has 2; `uroce devinfo -v -d {dev}` lists them): give -g 1"),
     );
     fails_with(&with(&["-l", "16"]), 1, "-l 16: a service level is 0 to 15");
     fails_with(&with(&["--loss", "2"]), 1, "--loss 2: give a probability between 0 and 1");
@@ -168,7 +166,9 @@ fn perf_flags_the_device_cannot_honour_are_refused() {
     fails_with(
         &["perf", "write_bw", "--loopback", "-x", "7", "-d", &dev],
         1,
-        &format!("uroce perf: -x 7: {dev} has no GID index 7 (it has 2: 0 the IPv6 link-local GID, 1 the IPv4 one): give -x 1, or -x 0"),
+        &format!(
+            "uroce perf: -x 7: {dev} has no GID index 7 (it has 2; `uroce devinfo -v -d {dev}` lists them): give -x 1"
+        ),
     );
 }
 

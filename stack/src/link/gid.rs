@@ -3,15 +3,18 @@
 //! rxe's table (RoCE v2 entries only): index 0 the link-local GID
 //! `fe80::` + the EUI-64 of the interface's MAC, index 1 the IPv4-mapped GID
 //! `::ffff:a.b.c.d` of the interface's IPv4 address, then further IPv6
-//! addresses. So `-g 1` / `-x 1` mean the same on uroce as on rxe.
+//! addresses. The kernel fills the entries after the default one in the
+//! order it finds the addresses (IPv4 first, then IPv6) with no gaps, so on
+//! an interface without IPv4 index 1 is the first IPv6 address. So `-g 1` /
+//! `-x 1` mean the same on uroce as on rxe.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The GID is the transport's: one type from the wire to the verbs.
 pub use uroce_transport::engine::Gid;
 
-/// The GID table of a port: index 0 link-local, index 1 IPv4-mapped (absent
-/// when the link has no IPv4 address), then other IPv6 addresses.
+/// The GID table of a port: index 0 link-local, then the IPv4-mapped GID
+/// (when the link has an IPv4 address), then other IPv6 addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GidTable {
     entries: Vec<Option<Gid>>,
@@ -23,7 +26,8 @@ pub struct GidTable {
 
 impl GidTable {
     pub fn new(link_local: Gid, ipv4: Option<Ipv4Addr>, other_ipv6: &[Ipv6Addr]) -> GidTable {
-        let mut entries = vec![Some(link_local), ipv4.map(|a| Gid::from_ip(IpAddr::V4(a)))];
+        let mut entries = vec![Some(link_local)];
+        entries.extend(ipv4.map(|a| Some(Gid::from_ip(IpAddr::V4(a)))));
         for a in other_ipv6 {
             let g = Gid::from_ip(IpAddr::V6(*a));
             if g != link_local {
@@ -91,9 +95,9 @@ mod test {
         assert_eq!(t.get(1).unwrap().to_ipv6().to_string(), "::ffff:198.18.0.3");
         assert_eq!(t.get(1).unwrap().ip(), IpAddr::V4(Ipv4Addr::new(198, 18, 0, 3)));
         assert_eq!(t.index_of(Gid::from_ip("198.18.0.3".parse().unwrap())), Some(1));
+        // No IPv4 address: the kernel leaves no gap, the IPv6 address is 1.
         let v6only = GidTable::new(Gid::link_local(mac), None, &["fd00::3".parse().unwrap()]);
-        assert_eq!(v6only.get(1), None);
-        assert_eq!(v6only.get(2).unwrap().ip(), "fd00::3".parse::<IpAddr>().unwrap());
-        assert_eq!(v6only.iter().count(), 2);
+        assert_eq!(v6only.get(1).unwrap().ip(), "fd00::3".parse::<IpAddr>().unwrap());
+        assert_eq!((v6only.len(), v6only.iter().count()), (2, 2));
     }
 }

@@ -165,6 +165,9 @@ impl fmt::Display for DeviceSpec {
             DeviceSpec::Udp { ip, scope: Some(scope), path_mtu, shm: s } => {
                 write!(f, "udp:[{ip}%{scope}]{}{}", mtu(path_mtu), shm(s))
             }
+            DeviceSpec::Udp { ip: ip @ IpAddr::V6(_), scope: None, path_mtu, shm: s } => {
+                write!(f, "udp:[{ip}]{}{}", mtu(path_mtu), shm(s))
+            }
             DeviceSpec::Udp { ip, scope: None, path_mtu, shm: s } => write!(f, "udp:{ip}{}{}", mtu(path_mtu), shm(s)),
             DeviceSpec::Packet { iface, ipv4, ipv6, mac, path_mtu } => {
                 write!(f, "packet:{iface}")?;
@@ -208,11 +211,12 @@ mod test {
     fn parses_and_prints() {
         for s in [
             "udp:127.0.0.1",
-            "udp:::1",
+            "udp:[::1]",
             "udp:198.18.0.1,mtu=1024",
             "udp:198.18.0.1,shm=0",
             "udp:198.18.0.1,mtu=2048,shm=1",
             "udp:[fe80::1%veth-b]",
+            "udp:[fd00::1],mtu=1024",
             "udp:[fe80::1%eth0],mtu=1024",
             "packet:veth0",
             "packet:eth0,ip=198.18.0.3,mac=02:00:00:00:00:03",
@@ -223,7 +227,8 @@ mod test {
             let d: DeviceSpec = s.parse().unwrap();
             assert_eq!(d.to_string(), s);
         }
-        assert_eq!("udp:[::1]".parse::<DeviceSpec>().unwrap().to_string(), "udp:::1");
+        // An IPv6 address in brackets, as it is written (`udp:::1` parses too).
+        assert_eq!("udp:::1".parse::<DeviceSpec>().unwrap().to_string(), "udp:[::1]");
         assert_eq!("udp:fe80::1%eth0".parse::<DeviceSpec>().unwrap().to_string(), "udp:[fe80::1%eth0]");
     }
 

@@ -1034,7 +1034,8 @@ impl UdpLink {
 enum Sharing {
     /// Only a free port will do (the default device).
     Never,
-    /// A new link: a port held by no uroce owner of this user is an error.
+    /// A new link: a port held by no uroce owner of this user is an error
+    /// (waited for only just after this process forked: the child's copy).
     Open,
     /// A tenant whose owner left: a port held with no owner's name yet
     /// is the old owner closing, or a tenant taking over, so wait.
