@@ -135,7 +135,7 @@ impl Error {
             Error::Engine { err, .. } => err.to_string(),
             Error::Device(e) => e.to_string(),
             Error::NoSuchGid { index, len } => {
-                format!("no GID index {index}; the table has {len} (0 to {}; `uroce devinfo -v` lists them)", len.saturating_sub(1))
+                format!("no GID index {index}; the table has {len}, indices 0 to {}", len.saturating_sub(1))
             }
             Error::GidNotSendable { index, gid, device, usable } => format!(
                 "GID index {index} ({}) of {device} cannot be sent from: a udp device sends from its own address only \
