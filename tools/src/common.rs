@@ -47,7 +47,7 @@ pub struct CommonArgs {
     /// Delayed ACKs: how long an ACK may wait for this end's next request, to leave behind it (default 50; 0: never wait)
     #[arg(long, value_name = "US")]
     pub ack_delay: Option<u64>,
-    /// Log what the stack does (tracing)
+    /// Log what the stack does (tracing); `devinfo -v` also prints what `ibv_devinfo -v` adds (the GID table, the limits)
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
 }

@@ -17,7 +17,7 @@ pub use uroce_transport::engine::Gid;
 /// (when the link has an IPv4 address), then other IPv6 addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GidTable {
-    entries: Vec<Option<Gid>>,
+    entries: Vec<Gid>,
     /// Entries kept where rxe has them, so that index N means the same, but
     /// that this link cannot send from (a udp link sends from the one address
     /// its socket is bound to).
@@ -26,12 +26,12 @@ pub struct GidTable {
 
 impl GidTable {
     pub fn new(link_local: Gid, ipv4: Option<Ipv4Addr>, other_ipv6: &[Ipv6Addr]) -> GidTable {
-        let mut entries = vec![Some(link_local)];
-        entries.extend(ipv4.map(|a| Some(Gid::from_ip(IpAddr::V4(a)))));
+        let mut entries = vec![link_local];
+        entries.extend(ipv4.map(|a| Gid::from_ip(IpAddr::V4(a))));
         for a in other_ipv6 {
             let g = Gid::from_ip(IpAddr::V6(*a));
             if g != link_local {
-                entries.push(Some(g));
+                entries.push(g);
             }
         }
         GidTable { entries, not_sent_from: Vec::new() }
@@ -50,7 +50,7 @@ impl GidTable {
     }
 
     pub fn get(&self, index: usize) -> Option<Gid> {
-        self.entries.get(index).copied().flatten()
+        self.entries.get(index).copied()
     }
 
     pub fn len(&self) -> usize {
@@ -63,12 +63,12 @@ impl GidTable {
 
     /// The index of `gid`, if the table holds it.
     pub fn index_of(&self, gid: Gid) -> Option<usize> {
-        self.entries.iter().position(|g| *g == Some(gid))
+        self.entries.iter().position(|g| *g == gid)
     }
 
-    /// `(index, gid)` of every valid entry.
+    /// `(index, gid)` of every entry.
     pub fn iter(&self) -> impl Iterator<Item = (usize, Gid)> + '_ {
-        self.entries.iter().enumerate().filter_map(|(i, g)| g.map(|g| (i, g)))
+        self.entries.iter().copied().enumerate()
     }
 }
 
