@@ -447,12 +447,22 @@ fn rdma_server_and_rdma_client_exchange_over_synchronous_endpoints() {
     if !have("rdma_server") {
         return;
     }
+    cm_example_pair(("rdma_server", &["-s", "{server}"]), ("rdma_client", &["-s", "{server}"]));
+}
+
+/// Runs one of librdmacm's example pairs (`server` and `client`, each a
+/// program and its arguments, `-p PORT` added) between two processes;
+/// each must print `PROGRAM: end 0`.
+fn cm_example_pair(server: (&str, &[&str]), client: (&str, &[&str])) {
     let port = free_tcp_port().to_string();
-    let server = End::dropin("rdma_server", &["-s", "{server}", "-p", &port]);
-    let client = End::dropin("rdma_client", &["-s", "{server}", "-p", &port]);
-    let (client, server) = run_pair(server, client, "Connection refused");
-    assert!(client.contains("rdma_client: end 0"), "{client}");
-    assert!(server.contains("rdma_server: end 0"), "{server}");
+    let [s, c] = [server, client].map(|(program, args)| {
+        let mut end = End::dropin(program, args);
+        end.args.extend(["-p".to_string(), port.clone()]);
+        end
+    });
+    let (client_out, server_out) = run_pair(s, c, "Connection refused");
+    assert!(client_out.contains(&format!("{}: end 0", client.0)), "{client_out}");
+    assert!(server_out.contains(&format!("{}: end 0", server.0)), "{server_out}");
 }
 
 /// A device on an IPv6 address only (`udp:[::1]`, in namespaces of its
@@ -475,9 +485,8 @@ fn an_ipv6_only_device_has_its_address_at_gid_1() {
         timeout 20 ibv_rc_pingpong -g 1 -n 100 -c 127.0.0.1 2>&1 || { cat server.out; exit 1; }
         wait $server || { cat server.out; exit 1; }
     "#;
-    let script = format!("cd \"$(mktemp -d)\"\n{script}");
     let why = "the device needs a ::1 of its own";
-    let Some(text) = run_unshared("-Urn", why, &script, &[("UROCE_DEVICES", "udp:[::1]")]) else { return };
+    let Some(text) = run_unshared("-Urn", why, script, &[("UROCE_DEVICES", "udp:[::1]")]) else { return };
     assert_eq!(result_of(&text, "devinfo", "\t\t\tgid_tbl_len").split_whitespace().nth(1), Some("2"), "{text}");
     assert!(result_of(&text, "devinfo", "\t\t\tGID[  1]").contains("::1, RoCE v2"), "{text}");
     assert!(result_of(&text, "pingpong", "100 iters in").contains("usec/iter"), "{text}");
@@ -493,12 +502,7 @@ fn rdma_xserver_and_rdma_xclient_exchange_an_inline_send_over_rc() {
     if !have("rdma_xserver") {
         return;
     }
-    let port = free_tcp_port().to_string();
-    let server = End::dropin("rdma_xserver", &["-c", "r", "-p", &port]);
-    let client = End::dropin("rdma_xclient", &["-s", "{server}", "-c", "r", "-p", &port]);
-    let (client, server) = run_pair(server, client, "Connection refused");
-    assert!(client.contains("rdma_xclient: end 0"), "{client}");
-    assert!(server.contains("rdma_xserver: end 0"), "{server}");
+    cm_example_pair(("rdma_xserver", &["-c", "r"]), ("rdma_xclient", &["-s", "{server}", "-c", "r"]));
 }
 
 /// UCX (Debian's 1.13; Open MPI's transport layer) over the drop-in: its UD
@@ -609,7 +613,6 @@ fn qperf_runs_its_rc_tests_over_rdma_cm() {
         return;
     }
     let script = r#"
-        cd "$(mktemp -d)"
         timeout 120 qperf > server.out 2>&1 &
         server=$!
         listening 19765
@@ -660,11 +663,12 @@ fn run_unshared(flags: &str, why: &str, script: &str, env: &[(&str, &str)]) -> O
 }
 
 /// What each script of [`run_unshared`] starts with: the namespace's
-/// loopback up, and `listening PORT`, which waits (10 s at most) until a
-/// server listens on TCP port PORT.
+/// loopback up, a fresh temporary directory, and `listening PORT`, which
+/// waits (10 s at most) until a server listens on TCP port PORT.
 const SCRIPT_PROLOGUE: &str = r#"
     set -u
     ip link set lo up
+    cd "$(mktemp -d)"
     listening() { for i in $(seq 200); do ss -ltn | grep -q ":$1 " && return; sleep 0.05; done; }
 "#;
 
@@ -694,7 +698,6 @@ fn libfabric_verbs_provider_pingpongs_over_the_dropin() {
         return;
     }
     let script = r#"
-        cd "$(mktemp -d)"
         for ep in msg dgram; do
           timeout 30 fi_pingpong -p verbs -e $ep -I 100 -S 1024 -c > server.$ep 2>&1 &
           server=$!

@@ -38,13 +38,13 @@ fn exchange(
     got
 }
 
-/// Sends a first packet by UDP (it asks for a channel) and waits until the
-/// channel is up on both ends.
 /// `n` datagrams to QP 0x11, PSNs 1..=n, each 64 bytes of its PSN.
 fn burst(n: u32) -> Vec<Vec<u8>> {
     (1..=n).map(|psn| roce_packet(0x11, psn, &[psn as u8; 64])).collect()
 }
 
+/// Sends a first packet by UDP (it asks for a channel) and waits until the
+/// channel is up on both ends.
 fn connect(a: &mut UdpLink, b: &mut UdpLink, b_ip: IpAddr) {
     let first = [roce_packet(0x11, 0, &[1; 8])];
     a.send(&tx(b_ip, &first)).unwrap();

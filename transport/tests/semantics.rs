@@ -7,11 +7,11 @@ use core::time::Duration;
 use std::sync::{Arc, Mutex};
 use uroce_transport::engine::{
     required_mask, AccessFlags, AddressVector, Counter, Engine, EngineConfig, Error, Gid, Mtu, NetworkHdr, QpAttr,
-    QpAttrMask, QpInitAttr, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, WcOpcode, WcStatus,
-    WorkCompletion, WrOp, MAX_PACKET_LEN,
+    QpAttrMask, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOp,
+    MAX_PACKET_LEN,
 };
 use uroce_transport::sim::probe::{drain_packets, parse, poll_all, read_mr, record};
-use uroce_transport::sim::{create_endpoint, ready_ud, Endpoint, LinkConfig, Pair, QpOptions, REGION_ACCESS};
+use uroce_transport::sim::{create_endpoint, create_qp_on, ready_ud, LinkConfig, Pair, QpOptions, REGION_ACCESS};
 use uroce_transport::wire::{BthRepr, DethRepr, Opcode, RoceRepr};
 use uroce_transport::{Psn, Seed};
 
@@ -388,16 +388,7 @@ fn a_destroyed_or_reset_qp_leaves_no_completion_behind() {
         let mut p = pair_with(o);
         // A second UD QP on node 1, on the same CQs as the first.
         let e1 = &mut p.sim.engines[1];
-        let init = QpInitAttr {
-            qp_type: QpType::Ud,
-            pd: p.b.pd,
-            send_cq: p.b.send_cq,
-            recv_cq: p.b.recv_cq,
-            srq: None,
-            cap: o.cap,
-            sq_sig_all: true,
-        };
-        let other = Endpoint { qpn: e1.create_qp(init).unwrap(), ..p.b };
+        let other = create_qp_on(e1, &p.b, &o, None);
         ready_ud(e1, &other, &o);
         let targets = [p.b.qpn, other.qpn, p.b.qpn, other.qpn];
         for (id, &qpn) in targets.iter().enumerate() {

@@ -22,7 +22,7 @@ mod workload;
 
 pub use link::{LinkConfig, LinkStats};
 pub use pair::{Pair, REGION_ACCESS};
-pub use setup::{connect, create_endpoint, ready_ud, Endpoint, QpOptions};
+pub use setup::{connect, create_endpoint, create_qp_on, ready_ud, Endpoint, QpOptions};
 pub use workload::{run_op, Op, Outcome};
 
 use crate::engine::{Engine, EngineConfig, Gid, Instant, RxMeta, MAX_PACKET_LEN};

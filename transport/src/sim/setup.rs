@@ -66,6 +66,12 @@ pub fn create_endpoint(e: &mut Engine, o: &QpOptions, pd: Option<Pd>, srq: Optio
     let pd = pd.unwrap_or_else(|| e.alloc_pd());
     let send_cq = e.create_cq(o.cq_size);
     let recv_cq = e.create_cq(o.cq_size);
+    create_qp_on(e, &Endpoint { pd, send_cq, recv_cq, qpn: 0 }, o, srq)
+}
+
+/// Another QP in RESET on `ep`'s PD and CQs (on `srq` when given).
+pub fn create_qp_on(e: &mut Engine, ep: &Endpoint, o: &QpOptions, srq: Option<SrqHandle>) -> Endpoint {
+    let (pd, send_cq, recv_cq) = (ep.pd, ep.send_cq, ep.recv_cq);
     let init = QpInitAttr { qp_type: o.qp_type, pd, send_cq, recv_cq, srq, cap: o.cap, sq_sig_all: o.sq_sig_all };
     let qpn = e.create_qp(init).expect("valid init attributes");
     Endpoint { pd, send_cq, recv_cq, qpn }
