@@ -178,6 +178,13 @@ fn ud_qps_address_handles_srqs_and_inline_sends_answer_as_rdma_core() {
 }
 
 #[test]
+fn cqs_and_srqs_are_resized_keeping_what_waits_as_on_rxe() {
+    if let Some(out) = run_c_program("resize") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn extended_qps_build_work_requests_and_post_them_all_or_none() {
     if let Some(out) = run_c_program("qp_ex") {
         assert_eq!(out.trim(), "ok");

@@ -4,6 +4,7 @@ use crate::channel::CompChannel;
 use crate::context::Context;
 use crate::diag;
 use crate::error::Error;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uroce_transport::engine::{CqHandle, CqRing, WcStatus, WorkCompletion};
@@ -18,22 +19,28 @@ pub(crate) struct CqInner {
     /// Where the engine puts the CQ's completions: polled without the driver's lock.
     ring: CqRing,
     pub channel: Option<CompChannel>,
-    pub cqe: usize,
+    /// The entries it holds: as created, or as last resized.
+    cqe: AtomicUsize,
 }
 
 impl Context {
     /// A CQ of `cqe` entries (`ibv_create_cq`); with a channel, its events go there.
     pub fn create_cq(&self, cqe: usize, channel: Option<&CompChannel>) -> Result<Cq, Error> {
-        let max = self.query_device().max_cqe as usize;
-        if cqe == 0 || cqe > max {
-            return Err(Error::InvalidValue { verb: "ibv_create_cq", what: format!("cqe {cqe} (1..={max})") });
-        }
+        self.check_cqe("ibv_create_cq", cqe)?;
         let (handle, ring) = {
             let mut core = self.driver().lock();
             let handle = core.engine.create_cq(cqe);
             (handle, core.engine.cq_ring(handle).expect("the CQ was just created"))
         };
-        Ok(Cq(Arc::new(CqInner { ctx: self.clone(), handle, ring, channel: channel.cloned(), cqe })))
+        Ok(Cq(Arc::new(CqInner { ctx: self.clone(), handle, ring, channel: channel.cloned(), cqe: cqe.into() })))
+    }
+
+    fn check_cqe(&self, verb: &'static str, cqe: usize) -> Result<(), Error> {
+        let max = self.query_device().max_cqe as usize;
+        if cqe == 0 || cqe > max {
+            return Err(Error::InvalidValue { verb, what: format!("cqe {cqe} (1..={max})") });
+        }
+        Ok(())
     }
 
     /// A completion channel (`ibv_create_comp_channel`).
@@ -110,9 +117,21 @@ impl Cq {
         self.0.ctx.driver().lock().engine.cq_overflowed(self.0.handle)
     }
 
-    /// The number of entries the CQ was created with.
+    /// The number of entries the CQ holds: as created, or as last resized.
     pub fn cqe(&self) -> usize {
-        self.0.cqe
+        self.0.cqe.load(Ordering::Acquire)
+    }
+
+    /// Makes the CQ hold `cqe` entries (`ibv_resize_cq`), the completions
+    /// waiting kept in order; refused (EINVAL) when more than `cqe` wait or
+    /// `cqe` is past the device's `max_cqe`. Polls on other threads go on
+    /// meanwhile: they wait for the moment the queue is swapped.
+    pub fn resize(&self, cqe: usize) -> Result<(), Error> {
+        self.0.ctx.check_cqe("ibv_resize_cq", cqe)?;
+        let mut core = self.0.ctx.driver().lock();
+        core.engine.resize_cq(self.0.handle, cqe).map_err(Error::engine("ibv_resize_cq"))?;
+        self.0.cqe.store(cqe, Ordering::Release);
+        Ok(())
     }
 
     /// The context the CQ belongs to.

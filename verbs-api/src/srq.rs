@@ -49,7 +49,19 @@ impl Srq {
         core.engine.modify_srq_limit(self.0.handle, limit).map_err(Error::engine("ibv_modify_srq"))
     }
 
-    /// `ibv_query_srq`: the sizes it was made with and the limit, 0 once the
+    /// Makes the SRQ take at most `max_wr` receives (`ibv_modify_srq` with
+    /// IBV_SRQ_MAX_WR), those posted kept; refused (EINVAL) when more are
+    /// posted, or `max_wr` is 0 or past the device's `max_srq_wr`.
+    pub fn resize(&self, max_wr: u32) -> Result<(), Error> {
+        let max = self.0.pd.context().query_device().max_srq_wr;
+        if max_wr == 0 || max_wr > max {
+            return Err(Error::InvalidValue { verb: "ibv_modify_srq", what: format!("max_wr {max_wr} (1..={max})") });
+        }
+        let mut core = self.0.pd.context().driver().lock();
+        core.engine.resize_srq(self.0.handle, max_wr).map_err(Error::engine("ibv_modify_srq"))
+    }
+
+    /// `ibv_query_srq`: its sizes (as made or last resized) and the limit, 0 once the
     /// limit event has fired.
     pub fn attr(&self) -> Result<SrqAttr, Error> {
         let core = self.0.pd.context().driver().lock();

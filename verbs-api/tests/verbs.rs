@@ -42,6 +42,40 @@ fn bad_keys_and_ranges_complete_with_the_nic_statuses() {
 }
 
 #[test]
+fn a_resized_cq_holds_the_new_number_and_keeps_what_waits() {
+    const EINVAL: i32 = nix::errno::Errno::EINVAL as i32;
+    let p = RcPair::open(&PairSpec { cq_depth: 2, ..PairSpec::new(37, Progress::Blocking) });
+    let src = p.pd_a.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
+    let dst = p.pd_b.reg_mr(64, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    let write = |id| {
+        let op = WrOp::RdmaWrite { remote_addr: dst.addr(), rkey: dst.rkey() };
+        p.a.post_send(&SendWr::new(id, op, vec![src.sge(0, 8)])).unwrap();
+    };
+    write(0);
+    write(1);
+    let deadline = std::time::Instant::now() + T;
+    while p.cq_a.pending() < 2 && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    // Two wait: a CQ of one would lose one, so the resize is refused.
+    let err = p.cq_a.resize(1).unwrap_err();
+    assert_eq!(err.errno(), EINVAL, "{err}");
+    assert!(err.to_string().contains("ibv_resize_cq") && err.to_string().contains("2 waiting"), "{err}");
+    assert_eq!((p.cq_a.cqe(), p.cq_a.pending()), (2, 2));
+    let max = p.ctx_a.query_device().max_cqe as usize;
+    assert_eq!(p.cq_a.resize(max + 1).unwrap_err().errno(), EINVAL);
+    assert_eq!(p.cq_a.resize(0).unwrap_err().errno(), EINVAL);
+    p.cq_a.resize(6).unwrap();
+    assert_eq!(p.cq_a.cqe(), 6);
+    for id in 2..6 {
+        write(id);
+    }
+    let ids: Vec<_> = (0..6).map(|_| p.cq_a.wait_one(T).unwrap()).map(|wc| (wc.wr_id, wc.status)).collect();
+    assert_eq!(ids, (0..6).map(|id| (id, WcStatus::Success)).collect::<Vec<_>>());
+    assert!(!p.cq_a.overflowed());
+}
+
+#[test]
 fn list_posts_name_the_failing_request() {
     let p = pair(32, Progress::Blocking);
     let mr = p.pd_a.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();

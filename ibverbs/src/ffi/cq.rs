@@ -1,4 +1,4 @@
-//! Completion queues: `ibv_create_cq`, `ibv_destroy_cq`, and the inline
+//! Completion queues: `ibv_create_cq`, `ibv_resize_cq`, `ibv_destroy_cq`, and the inline
 //! `ibv_poll_cq` / `ibv_req_notify_cq`, which C calls through the context's
 //! ops. Polling reads the CQ's ring without the driver's lock.
 
@@ -176,6 +176,29 @@ pub extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     })
 }
 symver!(ibv_destroy_cq, "IBVERBS_1.1");
+
+/// `ibv_resize_cq`: the CQ holds `cqe` entries from now on, its waiting
+/// completions kept; `cq->cqe` says so, as rxe's provider writes it back.
+/// EINVAL, and nothing changed, when more completions wait than `cqe`.
+#[no_mangle]
+pub extern "C" fn ibv_resize_cq(cq: *mut IbvCq, cqe: c_int) -> c_int {
+    guard(libc::EIO, || {
+        let Some(c) = CQS.get(cq.cast::<UroceCq>()) else { return libc::EINVAL };
+        let Ok(entries) = usize::try_from(cqe) else {
+            explain("ibv_resize_cq", &format!("{cqe} entries: give a positive number"));
+            return libc::EINVAL;
+        };
+        if let Err(e) = c.inner.resize(entries) {
+            return refused("ibv_resize_cq")(e);
+        }
+        // SAFETY: a field of this live CQ's C struct, which the program
+        // reads; written while the call it made is under way, as rdma-core
+        // does (no reference is made).
+        unsafe { ptr::addr_of_mut!((*c.as_c()).cqe).write(cqe) };
+        0
+    })
+}
+symver!(ibv_resize_cq, "IBVERBS_1.1");
 
 /// Says why each failed completion failed and what to do (flushes, which
 /// follow the failure that caused them, are left quiet).

@@ -31,9 +31,9 @@ pub extern "C" fn ibv_query_device(ctx: *mut IbvContext, attr: *mut IbvDeviceAtt
         out.max_qp = a.max_qp as c_int;
         out.max_qp_wr = a.max_qp_wr as c_int;
         // IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
-        // IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B: what uroce
-        // does of the list.
-        out.device_cap_flags = (1 << 11) | (1 << 12) | (1 << 17) | (1 << 24);
+        // IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_MEM_WINDOW |
+        // IBV_DEVICE_MEM_WINDOW_TYPE_2B: what uroce does of the list.
+        out.device_cap_flags = (1 << 11) | (1 << 12) | (1 << 13) | (1 << 17) | (1 << 24);
         out.max_sge = a.max_sge as c_int;
         out.max_sge_rd = a.max_sge as c_int;
         out.max_cq = a.max_cq as c_int;

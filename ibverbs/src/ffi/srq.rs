@@ -1,4 +1,5 @@
-//! Shared receive queues: `ibv_create_srq`, `ibv_modify_srq` (the limit),
+//! Shared receive queues: `ibv_create_srq`, `ibv_modify_srq` (the limit
+//! and the size),
 //! `ibv_query_srq`, `ibv_destroy_srq`, and the inline `ibv_post_srq_recv`,
 //! which C calls through the context's ops.
 
@@ -92,23 +93,35 @@ pub extern "C" fn ibv_modify_srq(srq: *mut IbvSrq, attr: *mut IbvSrqAttr, mask: 
         let Some(s) = SRQS.get(srq.cast::<UroceSrq>()) else { return libc::EINVAL };
         // SAFETY: attr is NULL or points at the caller's struct ibv_srq_attr.
         let Some(a) = (unsafe { attr.as_ref() }) else { return libc::EINVAL };
-        if mask & IBV_SRQ_MAX_WR != 0 {
-            explain(
-                "ibv_modify_srq",
-                "IBV_SRQ_MAX_WR: uroce's SRQs are not resized (the device does not claim SRQ_RESIZE)",
-            );
-            return libc::EOPNOTSUPP;
-        }
-        if mask & !IBV_SRQ_LIMIT != 0 {
+        if mask & !(IBV_SRQ_LIMIT | IBV_SRQ_MAX_WR) != 0 {
             return libc::EINVAL;
+        }
+        let now = match s.inner.attr() {
+            Ok(now) => now,
+            Err(e) => return refused("ibv_modify_srq")(e),
+        };
+        // As rxe: a size under the smallest grows to it; the limit (the one
+        // armed, or the one given with it) must fit the new size.
+        let max_wr = match mask & IBV_SRQ_MAX_WR != 0 {
+            true if a.max_wr == 0 => {
+                explain("ibv_modify_srq", "max_wr 0: an SRQ takes at least one receive");
+                return libc::EINVAL;
+            }
+            true => a.max_wr.max(MIN_SRQ_WR),
+            false => now.max_wr,
+        };
+        let limit = if mask & IBV_SRQ_LIMIT != 0 { a.srq_limit } else { now.srq_limit };
+        if limit > max_wr {
+            explain("ibv_modify_srq", &format!("a limit of {limit} past the queue's {max_wr} receives"));
+            return libc::EINVAL;
+        }
+        if max_wr != now.max_wr {
+            if let Err(e) = s.inner.resize(max_wr) {
+                return refused("ibv_modify_srq")(e);
+            }
         }
         if mask & IBV_SRQ_LIMIT == 0 {
             return 0;
-        }
-        let max_wr = s.inner.attr().map_or(0, |a| a.max_wr);
-        if a.srq_limit > max_wr {
-            explain("ibv_modify_srq", &format!("a limit of {} past the queue's {max_wr} receives", a.srq_limit));
-            return libc::EINVAL;
         }
         s.inner.modify_limit(a.srq_limit).map_or_else(refused("ibv_modify_srq"), |_| 0)
     })

@@ -54,7 +54,6 @@ macro_rules! does_nothing {
 }
 
 returns_errno! {
-    ibv_resize_cq @ "IBVERBS_1.1",
     ibv_resolve_eth_l2_from_gid @ "IBVERBS_1.1",
     ibv_query_ece @ "IBVERBS_1.10",
     ibv_set_ece @ "IBVERBS_1.10",

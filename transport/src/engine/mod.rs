@@ -173,6 +173,12 @@ pub struct Transmit {
 pub enum Error {
     NoSuchQp(u32),
     NoSuchCq(CqHandle),
+    /// A resize smaller than the completions (or receives) waiting in the
+    /// queue (rxe: EINVAL).
+    QueueTooSmall {
+        asked: usize,
+        waiting: usize,
+    },
     NoSuchSrq(SrqHandle),
     NoSuchPd(Pd),
     NoSuchMr(u32),
@@ -227,6 +233,9 @@ impl fmt::Display for Error {
         match self {
             Error::NoSuchQp(q) => write!(f, "no QP number 0x{q:06x}"),
             Error::NoSuchCq(c) => write!(f, "no CQ {}", c.0),
+            Error::QueueTooSmall { asked, waiting } => {
+                write!(f, "{asked} entries hold fewer than the {waiting} waiting: poll (or consume) them first")
+            }
             Error::NoSuchSrq(s) => write!(f, "no SRQ {}", s.0),
             Error::NoSuchPd(p) => write!(f, "no PD {}", p.0),
             Error::NoSuchMr(k) => write!(f, "no MR with key 0x{k:08x}"),
@@ -563,6 +572,13 @@ impl Engine {
         h
     }
 
+    /// Makes `cq` hold at most `cqe` completions (`ibv_resize_cq`); those
+    /// waiting stay, in order. Refused when more than `cqe` wait.
+    pub fn resize_cq(&mut self, cq: CqHandle, cqe: usize) -> Result<(), Error> {
+        let q = self.sh.cqs.get_mut(&cq).ok_or(Error::NoSuchCq(cq))?;
+        q.resize(cqe.max(1)).map_err(|waiting| Error::QueueTooSmall { asked: cqe, waiting })
+    }
+
     pub fn create_srq(&mut self, pd: Pd, attr: SrqAttr) -> Result<SrqHandle, Error> {
         if !self.pds.contains(&pd) {
             return Err(Error::NoSuchPd(pd));
@@ -588,6 +604,19 @@ impl Engine {
     pub fn modify_srq_limit(&mut self, srq: SrqHandle, limit: u32) -> Result<(), Error> {
         let s = self.sh.srqs.get_mut(&srq).ok_or(Error::NoSuchSrq(srq))?;
         s.attr.srq_limit = limit;
+        Ok(())
+    }
+
+    /// Makes `srq` take at most `max_wr` receives (`ibv_modify_srq` with
+    /// IBV_SRQ_MAX_WR); those posted stay, in order. Refused when more than
+    /// `max_wr` are posted.
+    pub fn resize_srq(&mut self, srq: SrqHandle, max_wr: u32) -> Result<(), Error> {
+        let s = self.sh.srqs.get_mut(&srq).ok_or(Error::NoSuchSrq(srq))?;
+        let waiting = s.queue.len();
+        if waiting > max_wr as usize {
+            return Err(Error::QueueTooSmall { asked: max_wr as usize, waiting });
+        }
+        s.attr.max_wr = max_wr;
         Ok(())
     }
 
