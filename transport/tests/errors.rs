@@ -2,8 +2,8 @@
 
 use core::time::Duration;
 use uroce_transport::engine::{
-    AccessFlags, Counter, Engine, Event, Mtu, QpAttr, QpAttrMask, QpState, QpType, RecvWr, SendFlags, SendWr, Sge,
-    WcOpcode, WcStatus, WorkCompletion, WrOp,
+    AccessFlags, Counter, Engine, EngineConfig, Error, Event, MrStorage, Mtu, QpAttr, QpAttrMask, QpState, QpType,
+    RecvWr, SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOp,
 };
 use uroce_transport::sim::probe::{mr_contents, parse, poll_all};
 use uroce_transport::sim::{create_endpoint, LinkConfig, Pair, QpOptions, Sim, REGION_ACCESS};
@@ -367,6 +367,24 @@ fn cq_overflow_is_an_async_error() {
     post(&mut p, 9, WrOp::RdmaWrite { remote_addr: 0x8000, rkey: key }, 8);
     assert_eq!(p.sim.engines[0].cq_len(p.a.send_cq), 0);
     assert!(p.sim.engines[0].poll_event().is_none(), "one CQ error event only");
+}
+
+#[test]
+fn a_destroyed_cq_and_a_freed_pd_are_gone_from_the_engine() {
+    let mut e = Engine::new(EngineConfig::default());
+    let cq = e.create_cq(4096);
+    assert!(e.cq_ring(cq).is_some());
+    e.destroy_cq(cq).unwrap();
+    // Its ring (4096 completions' room) went with it, and its handle names nothing.
+    assert!(e.cq_ring(cq).is_none());
+    assert_eq!(e.destroy_cq(cq), Err(Error::NoSuchCq(cq)));
+    let (pd, kept) = (e.alloc_pd(), e.alloc_pd());
+    e.dealloc_pd(pd).unwrap();
+    assert_eq!(e.dealloc_pd(pd), Err(Error::NoSuchPd(pd)));
+    let storage = |len| Box::new(vec![0u8; len]) as Box<dyn MrStorage>;
+    let refused = e.reg_mr(pd, 0x1000, storage(64), AccessFlags::LOCAL_WRITE).unwrap_err();
+    assert_eq!(refused, Error::NoSuchPd(pd));
+    assert!(e.reg_mr(kept, 0x1000, storage(64), AccessFlags::LOCAL_WRITE).is_ok());
 }
 
 #[test]

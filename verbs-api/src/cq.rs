@@ -23,6 +23,13 @@ pub(crate) struct CqInner {
     cqe: AtomicUsize,
 }
 
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        // QPs hold their CQs: none uses it now.
+        let _ = self.ctx.driver().lock().engine.destroy_cq(self.handle);
+    }
+}
+
 impl Context {
     /// A CQ of `cqe` entries (`ibv_create_cq`); with a channel, its events go there.
     pub fn create_cq(&self, cqe: usize, channel: Option<&CompChannel>) -> Result<Cq, Error> {

@@ -19,6 +19,13 @@ pub(crate) struct PdInner {
     pub pd: engine::Pd,
 }
 
+impl Drop for PdInner {
+    fn drop(&mut self) {
+        // Its regions, windows, SRQs and QPs hold it: none is left.
+        let _ = self.ctx.driver().lock().engine.dealloc_pd(self.pd);
+    }
+}
+
 impl Pd {
     pub(crate) fn new(ctx: Context) -> Pd {
         let pd = ctx.driver().lock().engine.alloc_pd();

@@ -480,6 +480,14 @@ impl Engine {
         pd
     }
 
+    /// Frees a PD (`ibv_dealloc_pd`; the caller keeps it while regions,
+    /// windows, SRQs or QPs use it).
+    pub fn dealloc_pd(&mut self, pd: Pd) -> Result<(), Error> {
+        let i = self.pds.iter().position(|p| *p == pd).ok_or(Error::NoSuchPd(pd))?;
+        self.pds.swap_remove(i);
+        Ok(())
+    }
+
     /// Registers `storage` as the bytes at virtual addresses `addr..addr + len`.
     pub fn reg_mr(
         &mut self,
@@ -570,6 +578,13 @@ impl Engine {
         let h = CqHandle(self.handle());
         self.sh.cqs.insert(h, Cq::new(cqe.max(1)));
         h
+    }
+
+    /// Destroys a CQ and the completions waiting in it (`ibv_destroy_cq`;
+    /// the caller keeps it while QPs use it). Pollers holding its ring keep
+    /// the ring's memory until they let go of it.
+    pub fn destroy_cq(&mut self, cq: CqHandle) -> Result<(), Error> {
+        self.sh.cqs.remove(&cq).map(|_| ()).ok_or(Error::NoSuchCq(cq))
     }
 
     /// Makes `cq` hold at most `cqe` completions (`ibv_resize_cq`); those
