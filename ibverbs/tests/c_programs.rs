@@ -185,6 +185,13 @@ fn cqs_and_srqs_are_resized_keeping_what_waits_as_on_rxe() {
 }
 
 #[test]
+fn two_contexts_of_one_device_connect_and_each_gets_its_own_async_events() {
+    if let Some(out) = run_c_program("two_contexts") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn extended_qps_build_work_requests_and_post_them_all_or_none() {
     if let Some(out) = run_c_program("qp_ex") {
         assert_eq!(out.trim(), "ok");

@@ -3,7 +3,7 @@
 //! on the same device in the process.
 
 use crate::device::{DeviceAttr, PortAttr};
-use crate::driver::{DeviceOwner, Driver};
+use crate::driver::{AsyncQueue, DeviceOwner, Driver, EventObject};
 use crate::error::Error;
 use crate::memory::Pd;
 use std::sync::Arc;
@@ -67,11 +67,22 @@ pub struct Context(pub(crate) Arc<ContextInner>);
 
 pub(crate) struct ContextInner {
     pub owner: Arc<DeviceOwner>,
+    /// The asynchronous events of this context's QPs, CQs and SRQs, on
+    /// its own descriptor (`context->async_fd`), as the kernel keeps one per
+    /// `ibv_context`.
+    async_events: Arc<AsyncQueue>,
 }
 
 impl Context {
-    pub(crate) fn new(owner: Arc<DeviceOwner>) -> Context {
-        Context(Arc::new(ContextInner { owner }))
+    pub(crate) fn new(owner: Arc<DeviceOwner>) -> Result<Context, Error> {
+        let async_events = Arc::new(AsyncQueue::new("ibv_open_device")?);
+        Ok(Context(Arc::new(ContextInner { owner, async_events })))
+    }
+
+    /// From now on `object`'s asynchronous events come to this context.
+    /// Called with the driver's lock held, as the object is made.
+    pub(crate) fn route_events_of(&self, core: &mut crate::driver::Core, object: EventObject) {
+        core.event_routes.insert(object, &self.0.async_events);
     }
 
     /// The device's driver.
@@ -200,7 +211,7 @@ impl Context {
         let driver = self.driver();
         // Events a verb raised on this thread since the last round.
         driver.publish_async_events();
-        driver.async_events.try_take().map(logged)
+        self.0.async_events.try_take().map(logged)
     }
 
     /// Waits up to `timeout` for an asynchronous event (`ibv_get_async_event`).
@@ -220,7 +231,7 @@ impl Context {
                 self.progress();
                 wait = left.min(Duration::from_micros(500));
             }
-            if let Some(e) = self.driver().async_events.take(wait) {
+            if let Some(e) = self.0.async_events.take(wait) {
                 return Ok(logged(e));
             }
         }
@@ -243,7 +254,7 @@ impl Context {
     /// `context->async_fd`, blocking or not as the program set it); `None` if
     /// the record names no waiting event.
     pub fn async_event_of_record(&self, record: &[u8]) -> Option<Event> {
-        self.driver().async_events.take_record(record).map(logged)
+        self.0.async_events.take_record(record).map(logged)
     }
 
     /// Moves events a verb raised on this thread onto [`Context::async_fd`]
@@ -253,11 +264,12 @@ impl Context {
     }
 
     /// The asynchronous event descriptor (`context->async_fd`): one record
-    /// per event, readable while one waits. Shared by the contexts of one
-    /// device in this process. Take events with [`Context::poll_async_event`].
+    /// per event of this context's QPs, CQs and SRQs, readable while one
+    /// waits (another context of the same device has its own). Take events
+    /// with [`Context::poll_async_event`].
     pub fn async_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd;
-        self.driver().async_events.as_fd()
+        self.0.async_events.as_fd()
     }
 }
 

@@ -3,6 +3,7 @@
 
 use crate::testing::{connect_pair, PairSpec, RcPair};
 use crate::*;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 fn manual(seed: u64) -> OpenOptions {
@@ -65,6 +66,34 @@ fn contexts_on_one_device_share_its_driver() {
     assert_eq!(remote.to_vec(), vec![5; 16]);
     assert_eq!((wc[0].wr_id, wc[0].status), (9, WcStatus::Success));
     assert_eq!(one.link_stats(), two.link_stats(), "one link");
+}
+
+/// Each context of a device reads the asynchronous events of its own
+/// objects on its own descriptor, as each `ibv_context` does on the kernel.
+#[test]
+fn each_context_of_a_device_gets_its_own_objects_async_events() {
+    let net = TestNet::new();
+    let one = Device::open_with(&net.udp(1), &manual(41)).unwrap();
+    let two = Device::open_with(&net.udp(1), &manual(41)).unwrap();
+    assert_ne!(one.async_fd().as_raw_fd(), two.async_fd().as_raw_fd());
+    let (pd1, pd2) = (one.alloc_pd(), two.alloc_pd());
+    let (cq1, cq2) = (one.create_cq(1, None).unwrap(), two.create_cq(16, None).unwrap());
+    let a = pd1.create_qp(&QpInit::rc(&cq1, &cq1)).unwrap();
+    let b = pd2.create_qp(&QpInit::rc(&cq2, &cq2)).unwrap();
+    connect_pair(&a, &b);
+    // A WRITE past the end of b's region: b (of `two`) raises an access
+    // error; a's two failed completions overflow its CQ of one (of `one`).
+    let remote = pd2.reg_mr(16, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    let local = pd1.reg_mr_with(vec![5; 16], AccessFlags::LOCAL_WRITE).unwrap();
+    let past_end = WrOp::RdmaWrite { remote_addr: remote.addr() + 12, rkey: remote.rkey() };
+    a.post_send(&SendWr::new(1, past_end, vec![local.sge(0, 8)])).unwrap();
+    a.post_send(&SendWr::new(2, past_end, vec![local.sge(0, 8)])).unwrap();
+    progress_until(&[&one, &two], || cq1.overflowed());
+    let events = |ctx: &Context| std::iter::from_fn(|| ctx.poll_async_event()).collect::<Vec<_>>();
+    let (to_one, to_two) = (events(&one), events(&two));
+    assert_eq!(to_two, [Event::QpAccessError { qpn: b.qp_num() }], "{to_one:?}");
+    assert!(to_one.contains(&Event::CqError { cq: cq1.handle() }), "{to_one:?}");
+    assert!(to_one.iter().all(|e| !matches!(e, Event::QpAccessError { .. })), "{to_one:?}");
 }
 
 /// A second open of a device asks for its driver as the first open made it.

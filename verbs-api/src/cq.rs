@@ -3,6 +3,7 @@
 use crate::channel::CompChannel;
 use crate::context::Context;
 use crate::diag;
+use crate::driver::EventObject;
 use crate::error::Error;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -26,7 +27,9 @@ pub(crate) struct CqInner {
 impl Drop for CqInner {
     fn drop(&mut self) {
         // QPs hold their CQs: none uses it now.
-        let _ = self.ctx.driver().lock().engine.destroy_cq(self.handle);
+        let mut core = self.ctx.driver().lock();
+        core.event_routes.remove(EventObject::Cq(self.handle));
+        let _ = core.engine.destroy_cq(self.handle);
     }
 }
 
@@ -37,6 +40,7 @@ impl Context {
         let (handle, ring) = {
             let mut core = self.driver().lock();
             let handle = core.engine.create_cq(cqe);
+            self.route_events_of(&mut core, EventObject::Cq(handle));
             (handle, core.engine.cq_ring(handle).expect("the CQ was just created"))
         };
         Ok(Cq(Arc::new(CqInner { ctx: self.clone(), handle, ring, channel: channel.cloned(), cqe: cqe.into() })))

@@ -43,7 +43,7 @@ impl Device {
     /// A device this process has open already is shared: the new context
     /// uses its driver, which must have been opened with the same options.
     pub fn open_with(spec: &str, opts: &OpenOptions) -> Result<Context, Error> {
-        let ctx = Context::new(crate::driver::open_device(spec, opts)?);
+        let ctx = Context::new(crate::driver::open_device(spec, opts)?)?;
         crate::rdma_cm::note_context(&ctx);
         Ok(ctx)
     }

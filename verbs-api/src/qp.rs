@@ -2,6 +2,7 @@
 //! `to_init`/`to_rtr`/`to_rts` helpers), and posting.
 
 use crate::cq::Cq;
+use crate::driver::EventObject;
 use crate::error::{Error, PostError};
 use crate::memory::Pd;
 use crate::srq::Srq;
@@ -156,6 +157,7 @@ impl Pd {
         let (qpn, initial_psn) = {
             let mut core = self.context().driver().lock();
             let qpn = core.create_qp(attr)?;
+            self.context().route_events_of(&mut core, EventObject::Qp(qpn));
             (qpn, core.engine.random_psn())
         };
         Ok(Qp(Arc::new(QpInner {

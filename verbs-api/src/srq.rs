@@ -1,5 +1,6 @@
 //! Shared receive queues.
 
+use crate::driver::EventObject;
 use crate::error::Error;
 use crate::memory::Pd;
 use std::sync::Arc;
@@ -17,7 +18,9 @@ pub(crate) struct SrqInner {
 impl Drop for SrqInner {
     fn drop(&mut self) {
         // QPs hold their SRQ: none uses it now.
-        let _ = self.pd.context().driver().lock().engine.destroy_srq(self.handle);
+        let mut core = self.pd.context().driver().lock();
+        core.event_routes.remove(EventObject::Srq(self.handle));
+        let _ = core.engine.destroy_srq(self.handle);
     }
 }
 
@@ -25,13 +28,10 @@ impl Pd {
     /// `ibv_create_srq`. With `srq_limit` > 0, an `Event::SrqLimitReached`
     /// comes when fewer receives than that remain.
     pub fn create_srq(&self, attr: SrqAttr) -> Result<Srq, Error> {
-        let handle = self
-            .context()
-            .driver()
-            .lock()
-            .engine
-            .create_srq(self.handle(), attr)
-            .map_err(Error::engine("ibv_create_srq"))?;
+        let mut core = self.context().driver().lock();
+        let handle = core.engine.create_srq(self.handle(), attr).map_err(Error::engine("ibv_create_srq"))?;
+        self.context().route_events_of(&mut core, EventObject::Srq(handle));
+        drop(core);
         Ok(Srq(Arc::new(SrqInner { pd: self.clone(), handle })))
     }
 }

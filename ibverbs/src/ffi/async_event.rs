@@ -2,8 +2,9 @@
 //! `context->async_fd` is a real descriptor with the kernel's semantics: the
 //! call reads one record from it, blocking unless the program set O_NONBLOCK
 //! (then -1 with EAGAIN), and names the QP, CQ or SRQ the event concerns.
-//! The contexts of one device in one process share the descriptor (uroce's
-//! driver raises events per device; they are not yet routed per context).
+//! Each context has its own descriptor, with the events of the QPs, CQs and
+//! SRQs made on it (verbs-api routes them), as the kernel keeps one per
+//! `ibv_context`.
 
 use super::abi::*;
 use super::channel::read_record;
@@ -71,7 +72,7 @@ pub extern "C-unwind" fn ibv_get_async_event(ctx: *mut IbvContext, event: *mut I
             unsafe { event.write(e) };
             return 0;
         }
-        // Its object is gone (or another context of this device took it): the next.
+        // Its object is gone: the next.
     }
 }
 symver!(ibv_get_async_event, "IBVERBS_1.1");

@@ -22,6 +22,7 @@
 //! measurement is in docs/ARCHITECTURE.md).
 
 mod activity;
+mod event_routes;
 mod event_wait;
 mod fds;
 mod mcast;
@@ -34,7 +35,6 @@ use crate::context::{OpenOptions, Progress};
 use crate::cq::CqInner;
 use crate::device::DeviceAttr;
 use crate::error::Error;
-use crate::event_fd::EventQueue;
 use crate::rdma_cm::{Qp1, QP1_REFILL_EVERY};
 use crate::CompChannel;
 use activity::AppActivity;
@@ -48,6 +48,7 @@ use tx::{AckHold, TxBatch, STREAM_INFLIGHT};
 use uroce_stack::link::{Integrity, Link, LinkInfo, OpenedLink, RxBatch, SteerKey};
 use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Event, Gid, Instant, QpInitAttr, RxMeta};
 
+pub(crate) use event_routes::{AsyncQueue, EventObject, EventRoutes};
 pub(crate) use event_wait::{EventWait, MAX_WAIT_BESIDE_LINK};
 pub(crate) use open::{is_open, open_device};
 pub(crate) use progress::LINK_WAIT;
@@ -70,6 +71,8 @@ pub(crate) struct Core {
     armed: Vec<Armed>,
     /// QP1 and the CM, from rdma_cm's first use of the device.
     pub qp1: Option<Qp1>,
+    /// The context each QP, CQ and SRQ belongs to, for its events.
+    pub event_routes: EventRoutes,
     /// The services QP1 listens on, as claimed on the link.
     claimed_services: BTreeSet<u64>,
     /// The link's descriptors for a forked child (refreshed when a claim
@@ -126,9 +129,6 @@ pub(crate) struct Driver {
     activity: AppActivity,
     /// Held while rdma_cm events are handed out, so that they go in order.
     dispatching: Mutex<()>,
-    /// The engine's asynchronous events, on the descriptor C programs know
-    /// as `context->async_fd`.
-    pub async_events: EventQueue<Event>,
     /// Where the counters go for `uroce devinfo -v` (`published`), and when
     /// (`now()`, ns) next.
     publisher: Mutex<Option<published::Publisher>>,
@@ -161,6 +161,7 @@ impl Driver {
                 ack_hold: AckHold::new(opts.ack_delay.unwrap_or(tx::ACK_HOLD)),
                 armed: Vec::new(),
                 qp1: None,
+                event_routes: EventRoutes::default(),
                 claimed_services: BTreeSet::new(),
                 fds,
             }),
@@ -173,7 +174,6 @@ impl Driver {
             forked_away: AtomicBool::new(false),
             activity: AppActivity::default(),
             dispatching: Mutex::new(()),
-            async_events: EventQueue::new("ibv_open_device")?,
             publisher: Mutex::new(published::Publisher::new(&info_name)),
             next_publish_ns: AtomicU64::new(0),
         })
@@ -236,16 +236,12 @@ impl Driver {
         r
     }
 
-    /// Moves the engine's asynchronous events to their descriptor (with the
-    /// lock let go, as the queue has a lock of its own).
+    /// Moves the engine's asynchronous events to their contexts'
+    /// descriptors (with the lock let go, as each queue has a lock of its
+    /// own).
     pub fn publish_async_events(&self) {
         let events = self.lock().take_async_events();
-        self.publish(events);
-    }
-
-    /// Puts events taken from the engine on their descriptor.
-    fn publish(&self, events: Vec<Event>) {
-        events.into_iter().for_each(|e| self.async_events.push(e));
+        publish(events);
     }
 
     /// Whether the counters are due to be published at `now` (a clock read
@@ -353,10 +349,12 @@ impl Core {
         fired
     }
 
-    /// The engine's asynchronous events, taken out (an empty Vec, which
-    /// allocates nothing, when there are none).
-    fn take_async_events(&mut self) -> Vec<Event> {
-        std::iter::from_fn(|| self.engine.poll_event()).collect()
+    /// The engine's asynchronous events, taken out, each with the queue of
+    /// the context it goes to (an empty Vec, which allocates nothing, when
+    /// there are none).
+    fn take_async_events(&mut self) -> Vec<(Event, Arc<AsyncQueue>)> {
+        let engine = &mut self.engine;
+        self.event_routes.route(std::iter::from_fn(|| engine.poll_event()))
     }
 
     /// Every counter, as `--stats` prints them: the engine's (the kernel
@@ -424,6 +422,7 @@ impl Core {
     /// sends their ACKs under two takes of the lock, and an application
     /// that saw a completion in between may destroy the QP there.
     pub fn destroy_qp(&mut self, qpn: u32) {
+        self.event_routes.remove(EventObject::Qp(qpn));
         self.send_owed_acks(qpn);
         let _ = self.engine.destroy_qp(qpn);
         self.link.release(SteerKey::Qpn(qpn));
@@ -479,6 +478,11 @@ pub(crate) struct DeviceOwner {
     /// The process that opened the device: a forked child's copy has no
     /// progress thread to stop and no device to close.
     pid: u32,
+}
+
+/// Puts events taken from the engine on their contexts' descriptors.
+fn publish(events: Vec<(Event, Arc<AsyncQueue>)>) {
+    events.into_iter().for_each(|(e, queue)| queue.push(e));
 }
 
 impl Drop for DeviceOwner {

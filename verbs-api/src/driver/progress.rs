@@ -97,7 +97,7 @@ impl Driver {
             self.publish_stats(stats);
         }
         fired.into_iter().for_each(Fired::deliver);
-        self.publish(async_events);
+        super::publish(async_events);
         if cm_events {
             self.dispatch_cm_events();
         }
