@@ -118,6 +118,35 @@ impl<T> EventQueue<T> {
         pending.by_seq.remove(&seq)
     }
 
+    /// Takes back the events not yet read for which `unwanted` holds, with
+    /// their records, so that the descriptor is readable only while a
+    /// wanted event waits: as the kernel's rdma_cm drops the events of an
+    /// ID it destroys, and a program polling the descriptor must not wake
+    /// for them (a read that then blocks would never return). Returns how
+    /// many went. A record another thread reads meanwhile is still
+    /// honoured: it names its event, or none (taken back), which readers
+    /// skip.
+    pub fn retract(&self, unwanted: impl Fn(&T) -> bool) -> usize {
+        let mut pending = self.pending();
+        let gone: Vec<u64> = pending.by_seq.iter().filter(|(_, e)| unwanted(e)).map(|(&s, _)| s).collect();
+        if gone.is_empty() {
+            return 0;
+        }
+        gone.iter().for_each(|s| drop(pending.by_seq.remove(s)));
+        // The records in the socket, in order: those of kept events go back
+        // in front of the ones still waiting to be written.
+        let mut in_socket = VecDeque::new();
+        let mut record = [0u8; 8];
+        while let Ok(8) = recv(self.reader.as_raw_fd(), &mut record, MsgFlags::MSG_DONTWAIT) {
+            in_socket.push_back(u64::from_ne_bytes(record));
+        }
+        in_socket.extend(pending.overflow.drain(..));
+        in_socket.retain(|s| pending.by_seq.contains_key(s));
+        pending.overflow = in_socket;
+        self.write_overflow(&mut pending);
+        gone.len()
+    }
+
     /// Events queued and not yet taken.
     #[cfg(test)]
     pub fn len(&self) -> usize {
@@ -160,6 +189,25 @@ mod test {
         assert!(!readable(&q));
         assert_eq!(q.take(Duration::from_millis(5)), None);
         assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn events_taken_back_leave_no_record_and_the_rest_in_order() {
+        let q = EventQueue::new("test").unwrap();
+        for v in 0..3000u32 {
+            q.push(v);
+        }
+        // Odd ones taken back, some of whose records are in the socket and
+        // some still waiting for room.
+        assert_eq!(q.retract(|v| v % 2 == 1), 1500);
+        for v in (0..3000u32).step_by(2) {
+            assert_eq!(q.take(Duration::ZERO), Some(v));
+        }
+        assert!(!readable(&q), "a record of an event taken back is still readable");
+        q.push(9);
+        assert_eq!(q.retract(|&v| v == 9), 1);
+        assert!(!readable(&q));
+        assert_eq!(q.retract(|_| true), 0);
     }
 
     #[test]

@@ -320,6 +320,9 @@ pub extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
     cm_call(|| {
         CM_IDS.release(id.cast::<UroceCmId>(), |_| Ok(())).map(|i| {
             let ch = i.channel();
+            // Its events not yet read go with it, as the kernel drops them:
+            // a thread polling the channel must not wake for them.
+            ch.inner.retract_events_of(&i.inner);
             ch.users.fetch_sub(1, Ordering::AcqRel);
             if i.is_sync() {
                 drop(i); // its events hold it; the channel goes after

@@ -125,14 +125,22 @@ const LATE_READER_GRACE: std::time::Duration = std::time::Duration::from_secs(5)
 
 #[no_mangle]
 pub extern "C-unwind" fn rdma_get_cm_event(channel: *mut RdmaEventChannel, event: *mut *mut RdmaCmEvent) -> c_int {
-    let Some(ch) = EVENT_CHANNELS.get(channel.cast::<UroceEventChannel>()).filter(|_| !event.is_null()) else {
+    // Counted in as a reader, under the lock `rdma_destroy_event_channel`
+    // releases it with, for the whole call: a channel destroyed while a
+    // thread is in here is kept (its descriptor open, as the kernel keeps a
+    // file a thread reads), never freed between two of its reads.
+    let enter = |c: &UroceEventChannel| {
+        c.readers.fetch_add(1, Ordering::AcqRel);
+    };
+    let live =
+        if event.is_null() { None } else { EVENT_CHANNELS.get_entered(channel.cast::<UroceEventChannel>(), enter) };
+    let Some(ch) = live else {
         if !event.is_null() && recently_destroyed(channel) {
-            // Another thread destroyed it between two of this thread's
-            // reads: rping's CM thread loops back here as its main thread
-            // tears down and returns. librdmacm's read of the closed
-            // descriptor would fail with EBADF, and rping would exit(-1)
-            // before main's exit(0); waiting first lets the process end as
-            // it meant to.
+            // Another thread destroyed it before this call: rping's CM
+            // thread loops back here as its main thread tears down and
+            // returns. librdmacm's read of the closed descriptor would fail
+            // with EBADF, and rping would exit(-1) before main's exit(0);
+            // waiting first lets the process end as it meant to.
             // (Not a cancellation point: the sleep runs with it off.)
             guard((), || std::thread::sleep(LATE_READER_GRACE));
             set_errno(libc::EBADF);
@@ -143,31 +151,30 @@ pub extern "C-unwind" fn rdma_get_cm_event(channel: *mut RdmaEventChannel, event
     };
     // SAFETY: reads the fd field of the live channel's C struct.
     let fd = unsafe { (*channel).fd };
-    loop {
+    let result = loop {
         // The read runs outside `guard` with no lock taken: a thread may be
         // cancelled in it (rping cancels its CM thread there; unwound, hence
-        // "C-unwind"; a cancelled reader stays counted, and the channel is
-        // then kept when destroyed).
+        // "C-unwind", through no destructor; a cancelled reader stays
+        // counted, and the channel is then kept when destroyed).
         let mut record = [0u8; 8];
-        ch.readers.fetch_add(1, Ordering::AcqRel);
-        let n = read_record(fd, &mut record);
-        ch.readers.fetch_sub(1, Ordering::AcqRel);
-        match n {
+        match read_record(fd, &mut record) {
             8 => {}
             0 => {
                 set_errno(libc::ENODEV); // the channel was destroyed
-                return -1;
+                break -1;
             }
-            _ => return -1, // read()'s errno: EAGAIN, EINTR, ...
+            _ => break -1, // read()'s errno: EAGAIN, EINTR, ...
         }
         let made = guard(None, || ch.inner.event_of_record(&record).and_then(c_event_of));
         if let Some(e) = made {
             // SAFETY: event is the caller's out-pointer (checked non-NULL).
             unsafe { *event = e };
-            return 0;
+            break 0;
         }
-        // Its ID is gone: the next.
-    }
+        // Its ID is gone (an event read as its ID was destroyed): the next.
+    };
+    ch.readers.fetch_sub(1, Ordering::AcqRel);
+    result
 }
 symver!(rdma_get_cm_event, "RDMACM_1.0");
 

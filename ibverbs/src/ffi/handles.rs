@@ -59,6 +59,20 @@ impl Live {
         Some(unsafe { &*ptr })
     }
 
+    /// [`Live::get`], with `enter` run on the object under the set's lock,
+    /// so that a [`Live::release`] after it sees what `enter` did (a thread
+    /// counted in as the object's user, which the release then honours).
+    pub fn get_entered<T>(&self, ptr: *const T, enter: impl FnOnce(&T)) -> Option<&'static T> {
+        let set = self.set();
+        if ptr.is_null() || !set.contains(&(ptr as usize)) {
+            return None;
+        }
+        // SAFETY: as in `get`; the set's lock is held, so it is not released meanwhile.
+        let object = unsafe { &*ptr };
+        enter(object);
+        Some(object)
+    }
+
     /// Every live object (for what the process does at exit).
     pub fn all<T>(&self) -> Vec<&'static T> {
         let set = self.set();

@@ -4,7 +4,8 @@
  * SRQ made by rdma_create_srq, rdma_get_request, a reject with private data,
  * then an accept) with the client in a thread of its own; rdma_init_qp_attr,
  * rdma_set_option, rdma_migrate_id (of a synchronous ID onto a channel,
- * as libfabric does, and back), rdma_establish; what uroce lacks
+ * as libfabric does, and back), rdma_establish; an ID destroyed with an
+ * event unread takes the event with it, as the kernel does; what uroce lacks
  * (EOPNOTSUPP) and rsocket (ENOSYS; rpoll is poll). argv: the server's IP,
  * the client's. Prints "ok" and exits 0, or names the failed check and
  * exits 1. */
@@ -92,6 +93,51 @@ static void sync_then_migrated(void)
 	rdma_freeaddrinfo(src);
 }
 
+/* Whether the channel's descriptor is readable now. */
+static int readable(struct rdma_event_channel *ch)
+{
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	return poll(&p, 1, 0) == 1;
+}
+
+/* An ID resolving the server's address on ch; its event waits unread. */
+static struct rdma_cm_id *resolving(struct rdma_event_channel *ch, struct rdma_addrinfo *dst)
+{
+	struct rdma_cm_id *id;
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_resolve_addr(id, NULL, dst->ai_dst_addr, 2000) == 0);
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	CHECK(poll(&p, 1, 10000) == 1);
+	return id;
+}
+
+/* rdma_destroy_id drops the ID's unread events, as the kernel does: the
+ * channel no longer wakes a thread that polls it (rping's CM thread polls
+ * it and would then block in rdma_get_cm_event for good), and the other
+ * IDs' events stay, in order. */
+static void destroyed_ids_take_their_events(void)
+{
+	struct rdma_addrinfo *dst = info(server_ip, 0);
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	CHECK(ch);
+	struct rdma_cm_id *gone = resolving(ch, dst);
+	CHECK(rdma_destroy_id(gone) == 0);
+	CHECK(!readable(ch));
+	struct rdma_cm_id *first = resolving(ch, dst);
+	gone = resolving(ch, dst);
+	struct rdma_cm_id *last = resolving(ch, dst);
+	CHECK(rdma_destroy_id(gone) == 0);
+	struct rdma_cm_event *ev;
+	CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev->id == first && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED);
+	CHECK(rdma_ack_cm_event(ev) == 0);
+	CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev->id == last && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED);
+	CHECK(rdma_ack_cm_event(ev) == 0);
+	CHECK(!readable(ch));
+	CHECK(rdma_destroy_id(first) == 0 && rdma_destroy_id(last) == 0);
+	rdma_destroy_event_channel(ch);
+	rdma_freeaddrinfo(dst);
+}
+
 static void devices(void)
 {
 	int n = -1;
@@ -162,6 +208,7 @@ int main(int argc, char **argv)
 	devices();
 	rsockets();
 	sync_then_migrated();
+	destroyed_ids_take_their_events();
 
 	/* A synchronous listener (no channel), an SRQ for the QPs it accepts. */
 	struct rdma_addrinfo *res = info(server_ip, 1);

@@ -233,6 +233,15 @@ impl EventChannel {
         self.0.events.take_record(record)
     }
 
+    /// Takes back the events not yet read that are about `id`, or that
+    /// ask `id` (a listener) for a connection: a C program's
+    /// `rdma_destroy_id` drops them, as the kernel does, and the channel's
+    /// descriptor no longer wakes for them. Returns how many went.
+    pub fn retract_events_of(&self, id: &CmId) -> usize {
+        let h = id.handle();
+        self.0.events.retract(|e| e.id.handle() == h || e.listen_id.as_ref().is_some_and(|l| l.handle() == h))
+    }
+
     /// The next event, without waiting.
     pub fn try_get_cm_event(&self) -> Option<CmEvent> {
         self.0.events.try_take()
