@@ -226,3 +226,33 @@ fn an_owners_mixed_batch_reaches_its_tenant_and_its_peer_in_order() {
     assert_eq!(psns(&mut tenant, 3), [0, 3, 6]);
     assert_eq!(psns(&mut peer, 5), [1, 2, 4, 5, 7]);
 }
+
+/// A burst an owner sends its tenant (a READ's responses to the tenant's
+/// QP) leaves in a system call or two, not one each, and reaches the
+/// tenant whole and in order, a shorter packet last (GSO and GRO may join
+/// them on the way: the tenant splits them again).
+#[test]
+fn an_owners_burst_to_its_tenant_goes_in_few_system_calls_and_arrives_in_order() {
+    let net = TestNet::new();
+    let (mut owner, mut tenant) = owner_and_tenant(&net, 10, 0xaa);
+    let own = IpAddr::V4(net.ip(10));
+    let packets: Vec<Vec<u8>> =
+        (0..40u32).map(|psn| roce_packet(0xaa, psn, &vec![psn as u8; if psn < 39 { 4096 } else { 100 }])).collect();
+    let batch: Vec<TxDatagram<'_>> =
+        packets.iter().map(|p| TxDatagram { peer: own, src_port: 0xc001, roce: p }).collect();
+    let before = owner.stats().tx_syscalls;
+    assert_eq!(owner.send(&batch).unwrap(), 40);
+    let calls = owner.stats().tx_syscalls - before;
+    assert!(calls <= 2, "{calls} system calls for 40 packets to the tenant");
+    let got = collect_until(&mut tenant, 40, Duration::from_secs(10), |d| {
+        (
+            psn_of(d.roce),
+            d.roce.len(),
+            d.roce[12..d.roce.len() - 4].iter().all(|&b| b == psn_of(d.roce) as u8),
+            d.integrity,
+        )
+    });
+    let want: Vec<_> =
+        packets.iter().map(|p| (psn_of(p), p.len(), true, Integrity::IcrcButIpId { ident: 0 })).collect();
+    assert_eq!(got, want);
+}

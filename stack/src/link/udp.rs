@@ -52,6 +52,8 @@ use uroce_transport::icrc;
 use uroce_transport::wire::ip::{emit_headers, ipv4, MAX_HEADERS_LEN};
 use uroce_transport::wire::{ICRC_LEN, ROCEV2_UDP_PORT};
 
+mod sharing;
+
 /// BTH + ICRC: the shortest RoCEv2 packet.
 const MIN_ROCE: usize = 12 + ICRC_LEN;
 /// Receive slot: the largest RoCE packet at path MTU 4096 with room to spare.
@@ -318,7 +320,7 @@ impl UdpLink {
         if let Some(owner) = self.share.owner_with_tenants() {
             if let Some((port, token)) = owner.route(roce) {
                 let hdr = Forwarded { peer, src_port: src.port(), local, integrity, token };
-                self.forward(port, &hdr, batch.bytes(at), &[]);
+                self.forward(port, &hdr, batch.bytes(at));
                 return false;
             }
         }
@@ -401,33 +403,44 @@ impl UdpLink {
     /// packets have one length (the last may be shorter), as the kernel
     /// segments them. Returns the group lengths in order.
     fn gso_groups(&self, chunk: &[TxDatagram<'_>], ok: &[bool], out: &mut [usize; MAX_BATCH]) -> usize {
-        let mut n = 0;
-        let mut i = 0;
-        while i < chunk.len() {
-            let mut len = 1;
-            if self.offload.gso && ok[i] {
-                let (peer, size) = (wire_addr(chunk[i].peer), chunk[i].roce.len());
-                let mut total = size;
-                while i + len < chunk.len()
-                    && len < GSO_MAX_SEGMENTS
-                    && ok[i + len]
-                    && wire_addr(chunk[i + len].peer) == peer
-                    && chunk[i + len].roce.len() <= size
-                    && total + chunk[i + len].roce.len() <= GSO_MAX_BYTES
-                {
-                    total += chunk[i + len].roce.len();
-                    len += 1;
-                    if chunk[i + len - 1].roce.len() < size {
-                        break; // a shorter one ends the group
-                    }
+        let datagram = |i: usize| (ok[i].then(|| wire_addr(chunk[i].peer)), chunk[i].roce.len());
+        gso_runs(chunk.len(), self.offload.gso, datagram, out)
+    }
+}
+
+/// Groups `n` datagrams for GSO: runs of one destination whose sizes are
+/// one (the last may be shorter), within the kernel's limits. `datagram(i)`
+/// is the `i`th one's destination (`None`: it goes alone) and size; without
+/// `gso` each goes alone. Returns the group lengths in order.
+fn gso_runs<D: PartialEq>(
+    n: usize,
+    gso: bool,
+    datagram: impl Fn(usize) -> (Option<D>, usize),
+    out: &mut [usize; MAX_BATCH],
+) -> usize {
+    let mut groups = 0;
+    let mut i = 0;
+    while i < n {
+        let mut len = 1;
+        if let (true, (Some(to), size)) = (gso, datagram(i)) {
+            let mut total = size;
+            while i + len < n && len < GSO_MAX_SEGMENTS {
+                let (next_to, next_size) = datagram(i + len);
+                if next_to.as_ref() != Some(&to) || next_size > size || total + next_size > GSO_MAX_BYTES {
+                    break;
+                }
+                total += next_size;
+                len += 1;
+                if next_size < size {
+                    break; // a shorter one ends the group
                 }
             }
-            out[n] = len;
-            n += 1;
-            i += len;
         }
-        n
+        out[groups] = len;
+        groups += 1;
+        i += len;
     }
+    groups
 }
 
 impl UdpLink {
@@ -796,22 +809,22 @@ impl UdpLink {
                 self.stats.rx_malformed += 1;
                 continue;
             };
-            // A tenant's own socket takes what its owner forwards; its
-            // multicast groups' sockets, the group's datagrams themselves.
-            if fd == self.sock.fd() && matches!(self.share, Share::Tenant(_)) {
-                moved += 1;
-                kept += usize::from(self.keep_forwarded(src, batch, base + i * slot..base + i * slot + m.len));
-                continue;
-            }
+            // A tenant's own socket takes what its owner forwards (GRO may
+            // have joined several); its multicast groups' sockets, the
+            // group's datagrams themselves.
+            let tenant = fd == self.sock.fd() && matches!(self.share, Share::Tenant(_));
             let local = m.dst.unwrap_or(self.local);
             // GRO: one slot of equal segments (the last may be shorter).
             let start = base + i * slot;
             let seg = m.gro_segment.map(usize::from).filter(|s| *s > 0).unwrap_or(m.len.max(1));
             for at in (start..start + m.len).step_by(seg) {
                 moved += 1;
-                if self.keep(src, local, batch, at..(at + seg).min(start + m.len)) {
-                    kept += 1;
-                }
+                let segment = at..(at + seg).min(start + m.len);
+                let taken = match tenant {
+                    true => self.keep_forwarded(src, batch, segment),
+                    false => self.keep(src, local, batch, segment),
+                };
+                kept += usize::from(taken);
             }
         }
         self.stats.rx_max_batch = self.stats.rx_max_batch.max(moved as u64);
@@ -837,198 +850,6 @@ impl Drop for UdpLink {
         }
     }
 }
-/// Sharing the address with other processes (see [`super::share`]).
-impl UdpLink {
-    /// Receives that find nothing before the sharing processes are served,
-    /// and receives at most between two services (under steady traffic).
-    const SERVE_WHEN_IDLE: u32 = 4;
-    const SERVE_AT_LEAST: u32 = 64;
-
-    /// A tenant looks whether its owner left (an owner's tenants are served
-    /// by a thread of its own). Every few receives, so that the hot path
-    /// pays one `epoll_wait` in 64 at most. A tenant that takes over puts
-    /// what its owner forwarded last into `batch`: how many datagrams.
-    fn serve_sharing(&mut self, received: usize, batch: &mut RxBatch) -> usize {
-        if !matches!(self.share, Share::Tenant(_)) {
-            return 0;
-        }
-        self.recvs_since_look += 1;
-        let due = (received == 0 && self.recvs_since_look >= Self::SERVE_WHEN_IDLE)
-            || self.recvs_since_look >= Self::SERVE_AT_LEAST;
-        if !due {
-            return 0;
-        }
-        self.recvs_since_look = 0;
-        if !self.aux_wait.wait(Duration::ZERO).unwrap_or(true) {
-            return 0;
-        }
-        let Share::Tenant(t) = &mut self.share else { return 0 };
-        if !t.owner_gone() {
-            return 0;
-        }
-        self.take_over();
-        self.hand_over_left_over(batch)
-    }
-
-    fn claim_once(&mut self, key: SteerKey) -> io::Result<()> {
-        match &mut self.share {
-            Share::Alone => Ok(()),
-            Share::Owner(o) => o.claim(key),
-            Share::Tenant(t) => t.claim(key),
-        }
-    }
-
-    /// An owner's send while it has tenants: its packets to a tenant go to
-    /// it at once, not round through the owner's own socket (where they
-    /// would be lost if it closed); the others leave in runs between them,
-    /// so every peer's packets keep their order. Nothing is allocated: at
-    /// most [`MAX_BATCH`] packets.
-    fn send_with_tenants(&mut self, chunk: &[TxDatagram<'_>]) -> io::Result<usize> {
-        let mut tenant = [None; MAX_BATCH];
-        if let Some(owner) = self.share.owner_with_tenants() {
-            let to_self = chunk.iter().map(|d| Some(d.roce).filter(|_| wire_addr(d.peer) == self.local));
-            owner.route_each(to_self, &mut tenant);
-        }
-        let (mut sent, mut from) = (0, 0);
-        for (i, d) in chunk.iter().enumerate() {
-            let Some(to) = tenant[i] else { continue };
-            if from < i {
-                sent += self.send_out(&chunk[from..i])?;
-            }
-            sent += usize::from(self.hand_to_tenant(to, d.roce));
-            from = i + 1;
-        }
-        if from < chunk.len() {
-            sent += self.send_out(&chunk[from..])?;
-        }
-        Ok(sent)
-    }
-
-    /// Hands a packet this owner sends to its own address to the tenant on
-    /// `port`, as if it had come back from the wire: ICRC and all.
-    fn hand_to_tenant(&mut self, (port, token): (u16, u64), roce: &[u8]) -> bool {
-        let ends = (self.local, ROCEV2_UDP_PORT);
-        let Some(crc) = icrc_to_send(roce, || icrc_between(ends, ends, 0, roce)) else { return false };
-        let integrity = match (marked_authenticated(roce), self.local.is_ipv4()) {
-            (true, _) => Integrity::Mac,
-            (false, true) => Integrity::IcrcButIpId { ident: 0 },
-            (false, false) => Integrity::Icrc,
-        };
-        let hdr = Forwarded { peer: self.local, src_port: ROCEV2_UDP_PORT, local: self.local, integrity, token };
-        let sent = self.forward(port, &hdr, &roce[..roce.len() - ICRC_LEN], &crc.to_le_bytes());
-        if sent {
-            self.stats.tx_packets += 1;
-            self.stats.tx_bytes += roce.len() as u64;
-        }
-        sent
-    }
-
-    /// Hands a packet (its bytes up to the ICRC, then the ICRC, which may
-    /// be in them already) to the tenant on `port`, from `IP:4791`.
-    fn forward(&mut self, port: u16, hdr: &Forwarded, body: &[u8], icrc: &[u8]) -> bool {
-        let h = hdr.emit();
-        let iov: [&[u8]; 3] = [&h, body, icrc];
-        let mut to = self.socket_addr(self.local);
-        to.set_port(port);
-        let msg = TxMsg { addr: Some(to), iov: &iov, gso_segment: 0 };
-        let sent = matches!(mmsg::send_batch(self.sock.fd(), &[msg]), Ok(1));
-        match sent {
-            true => self.stats.rx_forwarded += 1,
-            false => self.stats.tx_dropped += 1,
-        }
-        sent
-    }
-
-    /// A tenant keeps a packet its owner forwarded, as the owner checked it;
-    /// anything else sent to its port is not RoCEv2 for it.
-    fn keep_forwarded(&mut self, src: SocketAddr, batch: &mut RxBatch, at: Range<usize>) -> bool {
-        let from_owner = wire_addr(src.ip()) == self.local && src.port() == ROCEV2_UDP_PORT;
-        let hdr = batch.bytes(at.clone());
-        let owner = |f: &Forwarded| matches!(&self.share, Share::Tenant(t) if t.is_from_owner(f));
-        let fwd = Forwarded::parse(hdr).filter(|f| from_owner && owner(f) && hdr.len() >= Forwarded::LEN + MIN_ROCE);
-        let Some(f) = fwd else {
-            self.stats.rx_other += 1;
-            return false;
-        };
-        let at = at.start + Forwarded::LEN..at.end;
-        let roce = batch.bytes(at.clone());
-        self.stats.rx_packets += 1;
-        self.stats.rx_bytes += roce.len() as u64;
-        let ident = match f.integrity {
-            Integrity::IcrcButIpId { ident } => {
-                self.stats.rx_icrc_partial += 1;
-                ident
-            }
-            _ => 0,
-        };
-        if let (Some(sink), Some(repr)) = (self.sink.as_mut(), Self::repr(f.peer, f.local, f.src_port, ident)) {
-            let carried = icrc::carried(roce).unwrap_or(0);
-            Self::to_sink(sink, &mut self.scratch, Direction::Rx, &repr, roce, carried);
-        }
-        batch.keep_at(f.peer, f.src_port, f.local, at, f.integrity);
-        true
-    }
-
-    /// The owner left: this tenant takes `IP:4791` over, or joins the
-    /// tenant that did ([`bind_or_join`], bounded), and claims again what it
-    /// held. A tenant that finds neither stays alone, and receives nothing
-    /// more (its QPs time out, as on a network that failed).
-    fn take_over(&mut self) {
-        if !matches!(self.share, Share::Tenant(_)) {
-            return;
-        }
-        self.keep_what_was_forwarded();
-        let Share::Tenant(old) = std::mem::replace(&mut self.share, Share::Alone) else { return };
-        self.aux_wait.remove(old.fd());
-        let claims: Vec<SteerKey> = old.claims().collect();
-        drop(old);
-        // Its owner's port and name go as that process closes, in either
-        // order: while neither a port nor a name is there, wait.
-        let sharing = Sharing::AfterOwnerLeft;
-        let Ok((sock, port, share)) =
-            bind_or_join(self.local, (None, self.scope_id), self.offload, sharing, &self.aux_wait)
-        else {
-            return;
-        };
-        if let Some(w) = &self.tenant_wait {
-            w.remove(self.sock.fd());
-            let _ = w.add(sock.fd());
-        }
-        let _ = sock.set_multicast_source(self.local, self.ifindex);
-        (self.sock, self.port, self.share) = (sock, port, share);
-        for k in claims {
-            let _ = self.claim_once(k);
-        }
-    }
-}
-
-impl UdpLink {
-    /// Reads, while it is still a tenant's, what its socket holds into
-    /// `left_over`: the owner forwarded it before it left (an owner that
-    /// exits right after answering, as udaddy's server does its last
-    /// replies, closes its end of the control connection after its sends
-    /// are queued here), and the socket is about to be replaced. Bounded:
-    /// a few batches, what the socket's queue held.
-    fn keep_what_was_forwarded(&mut self) {
-        let mut kept = std::mem::take(&mut self.left_over);
-        for _ in 0..16 {
-            match self.recv_from(self.sock.fd(), &mut kept, MAX_BATCH) {
-                Ok((_, got)) if got > 0 => {}
-                _ => break,
-            }
-        }
-        self.left_over = kept;
-    }
-
-    /// Moves `left_over` into `batch`: how many datagrams.
-    fn hand_over_left_over(&mut self, batch: &mut RxBatch) -> usize {
-        self.left_over.iter().for_each(|d| batch.push(&d));
-        let n = self.left_over.len();
-        self.left_over.clear();
-        n
-    }
-}
-
 /// Whether a link may share its address, and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sharing {
