@@ -9,6 +9,7 @@ use super::cm_abi::*;
 use super::cm_sync::await_if_sync;
 use super::device::{c_context_for, is_device_ip, open_devices_for_cm};
 use super::handles::{unused, Live};
+use super::memory::{UrocePd, PDS};
 use super::qp::{create_qp_with, fill_c_attr, sync_state, UroceQp, QPS};
 use super::{guard, null_on_err, refused, set_errno, symver};
 use crate::explain::explain;
@@ -422,11 +423,66 @@ pub fn create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) ->
     // server's one template for every connection), the CQs made for this
     // ID not left in them.
     let mut copy = *caller;
-    let a = &mut copy;
-    // SAFETY: reads a field of this live ID's C struct.
-    let verbs = unsafe { (*i.as_c()).verbs };
+    create_id_qp(i, pd, &mut copy, None, "rdma_create_qp")?;
+    caller.cap = copy.cap;
+    Ok(())
+}
+
+/// `rdma_create_qp_ex`: as `rdma_create_qp`, with the extended attributes
+/// of `ibv_create_qp_ex` (the `ibv_wr_*` builders of `send_ops_flags`,
+/// which newer perftest asks for with `-R`). As librdmacm, the PD, CQs and
+/// SRQ the QP was made with are written into `attr`; XRC, RSS, TSO and
+/// creation flags answer EOPNOTSUPP.
+#[no_mangle]
+pub extern "C" fn rdma_create_qp_ex(id: *mut RdmaCmId, attr: *mut IbvQpInitAttrEx) -> c_int {
+    cm_call(|| {
+        let i = id_of(id)?;
+        // SAFETY: attr is NULL or the caller's struct ibv_qp_init_attr_ex.
+        let a = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
+        let send_ops = super::qp_ex::served_send_ops("rdma_create_qp_ex", a)?;
+        // SAFETY: reads fields of this live ID's C struct.
+        let (verbs, id_pd) = unsafe { ((*i.as_c()).verbs, (*i.as_c()).pd) };
+        let pd = match a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 && !a.pd.is_null() {
+            true => a.pd,
+            false => id_pd,
+        };
+        if !pd.is_null() && PDS.get(pd.cast::<UrocePd>()).is_some_and(|p| p.c_context() != verbs) {
+            explain("rdma_create_qp_ex", "attr.pd is of another device than the ID's");
+            return Err(libc::EINVAL);
+        }
+        // ibv_qp_init_attr_ex begins with the members of ibv_qp_init_attr.
+        // SAFETY: that prefix of the caller's struct, for this call alone.
+        let prefix = unsafe { &mut *attr.cast::<IbvQpInitAttr>() };
+        let made_pd = create_id_qp(i, pd, prefix, send_ops, "rdma_create_qp_ex")?;
+        a.pd = made_pd;
+        a.comp_mask |= IBV_QP_INIT_ATTR_PD;
+        Ok(())
+    })
+}
+symver!(rdma_create_qp_ex, "RDMACM_1.0");
+
+/// The QP of ID `i` from `a` (the CQs, SRQ and capabilities it ends up
+/// with written into it): on `pd`, or the device's default PD for NULL;
+/// the ID's SRQ and CQs where `a` names none, CQs made for the ID where
+/// neither does. Returns the PD. EINVAL for an ID with a QP already, or
+/// CQs other than those the ID has.
+fn create_id_qp(
+    i: &UroceCmId,
+    pd: *mut IbvPd,
+    a: &mut IbvQpInitAttr,
+    send_ops: Option<u64>,
+    verb: &'static str,
+) -> Result<*mut IbvPd, c_int> {
+    // SAFETY: reads fields of this live ID's C struct.
+    let (verbs, has_qp, id_send_cq, id_recv_cq) =
+        unsafe { ((*i.as_c()).verbs, !(*i.as_c()).qp.is_null(), (*i.as_c()).send_cq, (*i.as_c()).recv_cq) };
     if verbs.is_null() {
-        explain("rdma_create_qp", "the ID has no device yet: bind or resolve an address first");
+        explain(verb, "the ID has no device yet: bind or resolve an address first");
+        return Err(libc::EINVAL);
+    }
+    let other = |given: *mut IbvCq, has: *mut IbvCq| !given.is_null() && !has.is_null() && given != has;
+    if has_qp || other(a.send_cq, id_send_cq) || other(a.recv_cq, id_recv_cq) {
+        explain(verb, "the ID has a QP already, or the CQs given are not the ID's");
         return Err(libc::EINVAL);
     }
     let pd = if pd.is_null() { default_pd(verbs)? } else { pd };
@@ -442,9 +498,8 @@ pub fn create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) ->
     if a.recv_cq.is_null() {
         (a.recv_cq, recv_channel) = i.make_cq(verbs, a.cap.max_recv_wr)?;
     }
-    let made = create_qp_with(pd, a, None, |p, init| i.inner.create_qp(p, init).map_err(refused("rdma_create_qp")));
+    let made = create_qp_with(pd, a, send_ops, |p, init| i.inner.create_qp(p, init).map_err(refused(verb)));
     let qp = made.inspect_err(|_| i.destroy_made())?;
-    caller.cap = a.cap;
     // SAFETY: the ID's C struct is live and its fields are the library's to write.
     unsafe {
         let c = i.as_c();
@@ -456,7 +511,7 @@ pub fn create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) ->
         (*c).qp_type = a.qp_type;
     }
     sync_state(qp);
-    Ok(())
+    Ok(pd)
 }
 
 /// `rdma_create_srq`: an SRQ on `pd` (NULL: the device's default PD, as for

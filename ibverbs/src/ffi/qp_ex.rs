@@ -310,11 +310,20 @@ fn create_qp_ex(ctx: *mut IbvContext, attr: *mut IbvQpInitAttrEx) -> Result<*mut
         explain("ibv_create_qp_ex", "no PD: set IBV_QP_INIT_ATTR_PD in comp_mask and attr.pd");
         return Err(libc::EINVAL);
     }
+    let send_ops = served_send_ops("ibv_create_qp_ex", a)?;
+    // ibv_qp_init_attr_ex begins with the members of ibv_qp_init_attr.
+    create_qp(a.pd, attr.cast::<IbvQpInitAttr>(), send_ops)
+}
+
+/// The `send_ops_flags` of `a` if it asks for builders, after checking it
+/// asks for nothing uroce lacks: XRC, RSS, TSO and creation flags answer
+/// EOPNOTSUPP, as from a device without them (`verb` names the call).
+pub fn served_send_ops(verb: &str, a: &IbvQpInitAttrEx) -> Result<Option<u64>, c_int> {
     let served = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     let flags = if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 { a.create_flags } else { 0 };
     if a.comp_mask & !served != 0 || flags != 0 {
         explain(
-            "ibv_create_qp_ex",
+            verb,
             &format!(
                 "comp_mask {:#x}, create_flags {flags:#x}: XRC, RSS, TSO and creation flags are not served",
                 a.comp_mask
@@ -324,14 +333,10 @@ fn create_qp_ex(ctx: *mut IbvContext, attr: *mut IbvQpInitAttrEx) -> Result<*mut
     }
     let send_ops = (a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(a.send_ops_flags);
     if let Some(ops) = send_ops.filter(|ops| ops & !SERVED_SEND_OPS != 0) {
-        explain(
-            "ibv_create_qp_ex",
-            &format!("send_ops_flags {:#x}: TSO and FLUSH are not served", ops & !SERVED_SEND_OPS),
-        );
+        explain(verb, &format!("send_ops_flags {:#x}: TSO and FLUSH are not served", ops & !SERVED_SEND_OPS));
         return Err(libc::EOPNOTSUPP);
     }
-    // ibv_qp_init_attr_ex begins with the members of ibv_qp_init_attr.
-    create_qp(a.pd, attr.cast::<IbvQpInitAttr>(), send_ops)
+    Ok(send_ops)
 }
 
 /// `verbs_context.create_qp_ex`, which the inline `ibv_create_qp_ex` calls.
