@@ -256,3 +256,20 @@ fn an_owners_burst_to_its_tenant_goes_in_few_system_calls_and_arrives_in_order()
         packets.iter().map(|p| (psn_of(p), p.len(), true, Integrity::IcrcButIpId { ident: 0 })).collect();
     assert_eq!(got, want);
 }
+
+/// A burst of small packets of one size (ACKs, short SENDs), as many as a
+/// batch holds, reaches the tenant whole: a GSO run is cut to what one
+/// system call's pieces can carry.
+#[test]
+fn an_owners_burst_of_small_packets_to_its_tenant_arrives_whole() {
+    let net = TestNet::new();
+    let (mut owner, mut tenant) = owner_and_tenant(&net, 11, 0xbb);
+    let own = IpAddr::V4(net.ip(11));
+    let packets: Vec<Vec<u8>> = (0..64u32).map(|psn| roce_packet(0xbb, psn, &[psn as u8; 8])).collect();
+    let batch: Vec<TxDatagram<'_>> =
+        packets.iter().map(|p| TxDatagram { peer: own, src_port: 0xc001, roce: p }).collect();
+    assert_eq!(owner.send(&batch).unwrap(), 64);
+    assert_eq!(owner.stats().tx_dropped, 0);
+    let psns = collect_until(&mut tenant, 64, Duration::from_secs(10), |d| psn_of(d.roce));
+    assert_eq!(psns, (0..64).collect::<Vec<_>>());
+}

@@ -451,8 +451,9 @@ pub extern "C" fn rdma_create_qp_ex(id: *mut RdmaCmId, attr: *mut IbvQpInitAttrE
             return Err(libc::EINVAL);
         }
         // ibv_qp_init_attr_ex begins with the members of ibv_qp_init_attr.
-        // SAFETY: that prefix of the caller's struct, for this call alone.
-        let prefix = unsafe { &mut *attr.cast::<IbvQpInitAttr>() };
+        // SAFETY: that prefix of the caller's struct, borrowed from `a`
+        // (which is not used until the prefix's last use).
+        let prefix = unsafe { &mut *ptr::from_mut(a).cast::<IbvQpInitAttr>() };
         let made_pd = create_id_qp(i, pd, prefix, send_ops, "rdma_create_qp_ex")?;
         a.pd = made_pd;
         a.comp_mask |= IBV_QP_INIT_ATTR_PD;

@@ -404,17 +404,19 @@ impl UdpLink {
     /// segments them. Returns the group lengths in order.
     fn gso_groups(&self, chunk: &[TxDatagram<'_>], ok: &[bool], out: &mut [usize; MAX_BATCH]) -> usize {
         let datagram = |i: usize| (ok[i].then(|| wire_addr(chunk[i].peer)), chunk[i].roce.len());
-        gso_runs(chunk.len(), self.offload.gso, datagram, out)
+        // Two pieces a datagram (its bytes, its ICRC): a whole batch fits.
+        gso_runs(chunk.len(), self.offload.gso.then_some(mmsg::MAX_IOV / 2), datagram, out)
     }
 }
 
 /// Groups `n` datagrams for GSO: runs of one destination whose sizes are
-/// one (the last may be shorter), within the kernel's limits. `datagram(i)`
-/// is the `i`th one's destination (`None`: it goes alone) and size; without
-/// `gso` each goes alone. Returns the group lengths in order.
+/// one (the last may be shorter), within the kernel's limits and of at most
+/// `max_len` (what one message's pieces may number). `datagram(i)` is the
+/// `i`th one's destination (`None`: it goes alone) and size; without `gso`
+/// each goes alone. Returns the group lengths in order.
 fn gso_runs<D: PartialEq>(
     n: usize,
-    gso: bool,
+    gso: Option<usize>,
     datagram: impl Fn(usize) -> (Option<D>, usize),
     out: &mut [usize; MAX_BATCH],
 ) -> usize {
@@ -422,9 +424,9 @@ fn gso_runs<D: PartialEq>(
     let mut i = 0;
     while i < n {
         let mut len = 1;
-        if let (true, (Some(to), size)) = (gso, datagram(i)) {
+        if let (Some(max_len), (Some(to), size)) = (gso, datagram(i)) {
             let mut total = size;
-            while i + len < n && len < GSO_MAX_SEGMENTS {
+            while i + len < n && len < GSO_MAX_SEGMENTS.min(max_len) {
                 let (next_to, next_size) = datagram(i + len);
                 if next_to.as_ref() != Some(&to) || next_size > size || total + next_size > GSO_MAX_BYTES {
                     break;

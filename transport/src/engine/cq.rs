@@ -98,13 +98,13 @@ impl CqRing {
         if entries.len() > capacity {
             return Err(entries.len());
         }
-        let bigger = Arc::new(ArrayQueue::new(capacity.max(1)));
+        let resized = Arc::new(ArrayQueue::new(capacity.max(1)));
         while let Some(wc) = entries.pop() {
             // Room: checked above, and nothing else pushes or polls.
-            let _ = bigger.push(wc);
+            let _ = resized.push(wc);
         }
-        *entries = bigger.clone();
-        Ok(bigger)
+        *entries = resized.clone();
+        Ok(resized)
     }
 }
 
