@@ -430,9 +430,9 @@ pub fn create_qp(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvQpInitAttr) ->
 
 /// `rdma_create_qp_ex`: as `rdma_create_qp`, with the extended attributes
 /// of `ibv_create_qp_ex` (the `ibv_wr_*` builders of `send_ops_flags`,
-/// which newer perftest asks for with `-R`). As librdmacm, the PD, CQs and
-/// SRQ the QP was made with are written into `attr`; XRC, RSS, TSO and
-/// creation flags answer EOPNOTSUPP.
+/// which perftest asks for with `-R` on the devices it uses them on). As
+/// librdmacm, the PD, CQs and SRQ the QP was made with are written into
+/// `attr`; XRC, RSS, TSO and creation flags answer EOPNOTSUPP.
 #[no_mangle]
 pub extern "C" fn rdma_create_qp_ex(id: *mut RdmaCmId, attr: *mut IbvQpInitAttrEx) -> c_int {
     cm_call(|| {

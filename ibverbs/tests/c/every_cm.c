@@ -33,9 +33,9 @@ static struct rdma_addrinfo *info(const char *node, int passive)
 	return res;
 }
 
-/* rdma_create_qp_ex, as newer perftest makes its QP with -R: the ID's PD
- * and CQs made for it where the attributes name none, written into them
- * as librdmacm writes them; one QP an ID. */
+/* rdma_create_qp_ex, as perftest makes its QP with -R where it uses the
+ * ibv_wr_* API: the ID's PD and CQs made for it where the attributes name
+ * none, written into them as librdmacm writes them; one QP an ID. */
 static void extended_qp(struct rdma_cm_id *id)
 {
 	struct ibv_qp_init_attr_ex ax = { .cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1 },
