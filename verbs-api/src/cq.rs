@@ -27,9 +27,7 @@ pub(crate) struct CqInner {
 impl Drop for CqInner {
     fn drop(&mut self) {
         // QPs hold their CQs: none uses it now.
-        let mut core = self.ctx.driver().lock();
-        core.event_routes.remove(EventObject::Cq(self.handle));
-        let _ = core.engine.destroy_cq(self.handle);
+        self.ctx.driver().lock().destroy_cq(self.handle);
     }
 }
 

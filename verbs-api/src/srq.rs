@@ -18,9 +18,7 @@ pub(crate) struct SrqInner {
 impl Drop for SrqInner {
     fn drop(&mut self) {
         // QPs hold their SRQ: none uses it now.
-        let mut core = self.pd.context().driver().lock();
-        core.event_routes.remove(EventObject::Srq(self.handle));
-        let _ = core.engine.destroy_srq(self.handle);
+        self.pd.context().driver().lock().destroy_srq(self.handle);
     }
 }
 

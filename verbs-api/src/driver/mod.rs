@@ -46,7 +46,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use tx::{AckHold, TxBatch, STREAM_INFLIGHT};
 use uroce_stack::link::{Integrity, Link, LinkInfo, OpenedLink, RxBatch, SteerKey};
-use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Event, Gid, Instant, QpInitAttr, RxMeta};
+use uroce_transport::engine::{CqHandle, Engine, EngineConfig, Event, Gid, Instant, QpInitAttr, RxMeta, SrqHandle};
 
 pub(crate) use event_routes::{AsyncQueue, EventObject, EventRoutes};
 pub(crate) use event_wait::{EventWait, MAX_WAIT_BESIDE_LINK};
@@ -426,6 +426,18 @@ impl Core {
         self.send_owed_acks(qpn);
         let _ = self.engine.destroy_qp(qpn);
         self.link.release(SteerKey::Qpn(qpn));
+    }
+
+    /// Destroys CQ `cq` (no QP uses it) and forgets whose its events were.
+    pub fn destroy_cq(&mut self, cq: CqHandle) {
+        self.event_routes.remove(EventObject::Cq(cq));
+        let _ = self.engine.destroy_cq(cq);
+    }
+
+    /// Destroys SRQ `srq` (no QP uses it) and forgets whose its events were.
+    pub fn destroy_srq(&mut self, srq: SrqHandle) {
+        self.event_routes.remove(EventObject::Srq(srq));
+        let _ = self.engine.destroy_srq(srq);
     }
 
     /// Claims on the link the services QP1 listens on, and lets go of those
