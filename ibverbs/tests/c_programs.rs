@@ -112,6 +112,24 @@ fn every_other_rdma_cm_call_answers_as_librdmacm() {
     }
 }
 
+/// The exit handler's DREQ: a connected child that exits without
+/// destroying its ID is heard (DISCONNECTED); and children whose signal
+/// handler calls exit() while their main thread is inside librdmacm (as
+/// qperf's server on SIGURG) each exit with their handler's status, none
+/// hung on a lock or malloc's arena the interrupted thread held (qperf's
+/// server child hung so in CI, and every later qperf test failed).
+#[test]
+fn connections_end_at_exit_even_from_a_signal_handler() {
+    let net = TestNet::new();
+    let devices = format!("{} {}", net.udp(1), net.udp(2));
+    let (parent, child) = (net.ip(1).to_string(), net.ip(2).to_string());
+    for args in [&["connected", &parent, &child][..], &["interrupted", &child]] {
+        if let Some(out) = run_c_program_with("exit_handler", &devices, args, &[]) {
+            assert_eq!(out.trim(), "ok", "{args:?}");
+        }
+    }
+}
+
 /// With UROCE_EXPLAIN=1 an event that reports a failure gets a line that
 /// says it in words (programs often print only the event's name): the
 /// refused client's REJECTED, with the reason.

@@ -6,6 +6,7 @@
 
 use super::abi::*;
 use super::cm_abi::*;
+use super::cm_exit::disconnect_at_exit;
 use super::cm_sync::await_if_sync;
 use super::device::{c_context_for, is_device_ip, open_devices_for_cm};
 use super::handles::{unused, Live};
@@ -237,27 +238,6 @@ impl UroceCmId {
         // SAFETY: as above: a sockaddr_storage of a known family, or AF_UNSPEC.
         unsafe { socket_addr_of(ptr::from_ref(storage).cast()) }.map_or(0, |a| a.port().to_be())
     }
-}
-
-/// Makes the process's connections end as the kernel ends them when a
-/// process exits without destroying its IDs (perftest's `ib_atomic_lat -R`
-/// server returns from main connected): a DREQ to each peer, which then
-/// hears DISCONNECTED instead of waiting out the DREQ's retries.
-fn disconnect_at_exit() {
-    extern "C" fn at_exit() {
-        guard((), || {
-            for id in CM_IDS.all::<UroceCmId>() {
-                // IDs not connected refuse (EINVAL): nothing to end.
-                let _ = id.inner.disconnect();
-            }
-        })
-    }
-    static REGISTERED: std::sync::Once = std::sync::Once::new();
-    // SAFETY: at_exit is an extern "C" fn of no arguments that lives as
-    // long as the process (the library is never unloaded: -z nodelete).
-    REGISTERED.call_once(|| unsafe {
-        libc::atexit(at_exit);
-    });
 }
 
 /// Whether C's ID connects UD QPs (RDMA_PS_UDP, RDMA_PS_IPOIB).

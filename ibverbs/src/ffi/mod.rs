@@ -15,6 +15,7 @@ mod cm;
 pub mod cm_abi;
 pub mod cm_addrinfo;
 mod cm_event;
+mod cm_exit;
 mod cm_sync;
 mod cq;
 mod cq_ex;
