@@ -675,15 +675,18 @@ impl Link for UdpLink {
     }
 
     fn claim(&mut self, key: SteerKey) -> io::Result<()> {
-        let first = self.claim_once(key);
-        match (&first, &self.share) {
-            // The owner left: take the port over, or join who did, and again.
-            (Err(e), Share::Tenant(_)) if e.kind() != io::ErrorKind::AddrInUse => {
-                self.take_over();
-                self.claim_once(key)
+        // The owner left: take the port over, or join who did, and again;
+        // a few times, as the process joined may be leaving too (several
+        // short programs on one address ending together).
+        let mut result = self.claim_once(key);
+        for _ in 0..Self::CLAIM_TAKEOVERS {
+            match (&result, &self.share) {
+                (Err(e), Share::Tenant(_)) if e.kind() != io::ErrorKind::AddrInUse => self.take_over(),
+                _ => break,
             }
-            _ => first,
+            result = self.claim_once(key);
         }
+        result
     }
 
     fn descriptors(&self) -> Vec<RawFd> {

@@ -9,6 +9,9 @@ impl UdpLink {
     /// and receives at most between two services (under steady traffic).
     const SERVE_WHEN_IDLE: u32 = 4;
     const SERVE_AT_LEAST: u32 = 64;
+    /// How many times a tenant's claim follows its owner's leaving to the
+    /// process that holds the address next (`Link::claim`).
+    pub(super) const CLAIM_TAKEOVERS: u32 = 4;
 
     /// A tenant looks whether its owner left (an owner's tenants are served
     /// by a thread of its own). Every few receives, so that the hot path
