@@ -66,7 +66,7 @@ pub use driver::{device_counters, Stat};
 pub use error::{Error, PostError};
 pub use memory::{Ah, Mr, Pd};
 pub use qp::{ConnectAttr, Qp, QpInit};
-pub use srq::Srq;
+pub use srq::{Srq, MIN_SRQ_WR};
 pub use uroce_stack::memory::{AppBuffer, RawRegion};
 pub use uroce_stack::testnet::TestNet;
 pub use window::{next_key, Mw};

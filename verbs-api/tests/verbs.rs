@@ -75,6 +75,38 @@ fn a_resized_cq_holds_the_new_number_and_keeps_what_waits() {
     assert!(!p.cq_a.overflowed());
 }
 
+/// An SRQ's sizes and limit follow rxe's rules in the Rust API as in the
+/// drop-in: sizes under 4 grow to 4, nothing past the device, and a limit
+/// never past the size, whichever of the two changes; a refused change
+/// changes nothing.
+#[test]
+fn an_srq_is_sized_and_resized_as_on_rxe() {
+    const EINVAL: i32 = nix::errno::Errno::EINVAL as i32;
+    let p = pair(38, Progress::Blocking);
+    let max = p.ctx_a.query_device().max_srq_wr;
+    let attr = |max_wr, max_sge| SrqAttr { max_wr, max_sge, srq_limit: 0 };
+    assert_eq!(p.pd_a.create_srq(attr(0, 1)).err().map(|e| e.errno()), Some(EINVAL));
+    assert_eq!(p.pd_a.create_srq(attr(max + 1, 1)).err().map(|e| e.errno()), Some(EINVAL));
+    let srq = p.pd_a.create_srq(attr(1, 0)).unwrap();
+    let sizes = |s: &Srq| s.attr().map(|a| (a.max_wr, a.max_sge, a.srq_limit)).unwrap();
+    assert_eq!(sizes(&srq), (MIN_SRQ_WR, 1, 0));
+    let mr = p.pd_a.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
+    for id in 0..3 {
+        srq.post_recv(&RecvWr { wr_id: id, sg_list: mr.sge(0, 8).into() }).unwrap();
+    }
+    let err = srq.modify_limit(5).unwrap_err();
+    assert!(err.errno() == EINVAL && err.to_string().contains("past the queue's 4"), "{err}");
+    assert_eq!(srq.resize(0).unwrap_err().errno(), EINVAL);
+    assert_eq!(srq.resize(max + 1).unwrap_err().errno(), EINVAL);
+    srq.modify(Some(16), Some(6)).unwrap();
+    assert_eq!(sizes(&srq), (16, 1, 6));
+    // The armed limit (6) does not fit 4: refused, nothing changed.
+    assert_eq!(srq.resize(4).unwrap_err().errno(), EINVAL);
+    assert_eq!(sizes(&srq), (16, 1, 6));
+    srq.modify(Some(2), Some(0)).unwrap();
+    assert_eq!((sizes(&srq), srq.len()), ((MIN_SRQ_WR, 1, 0), 3));
+}
+
 #[test]
 fn list_posts_name_the_failing_request() {
     let p = pair(32, Progress::Blocking);
