@@ -130,6 +130,17 @@ fn connections_end_at_exit_even_from_a_signal_handler() {
     }
 }
 
+/// Two processes sharing one address never bind one port, ephemeral or
+/// by number: the port is reserved on the address when bound, as the
+/// kernel reserves it for the host.
+#[test]
+fn processes_sharing_an_address_bind_no_port_twice() {
+    let net = TestNet::new();
+    if let Some(out) = run_c_program_with("shared_ports", &net.udp(1), &[&net.ip(1).to_string()], &[]) {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
 /// With UROCE_EXPLAIN=1 an event that reports a failure gets a line that
 /// says it in words (programs often print only the event's name): the
 /// refused client's REJECTED, with the reason.

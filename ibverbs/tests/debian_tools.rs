@@ -209,8 +209,9 @@ fn two_programs_share_one_address() {
 }
 
 /// A port one program on an address listens on is in use for another
-/// program on the same address: its rdma_listen fails with EADDRINUSE, as
-/// two programs binding one port on rxe0 do.
+/// program on the same address: its rdma_bind_addr fails with EADDRINUSE,
+/// as the second of two programs binding one port on rxe0 does (its
+/// rdma_listen did before ports were reserved when bound).
 #[test]
 fn a_port_listened_on_by_another_program_on_the_address_is_in_use() {
     if !have("rping") {
@@ -243,7 +244,7 @@ fn a_port_listened_on_by_another_program_on_the_address_is_in_use() {
         String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
     };
     let (a, b) = (text(&first), text(&second));
-    let refused = [&a, &b].iter().filter(|t| t.contains("rdma_listen: Address already in use")).count();
+    let refused = [&a, &b].iter().filter(|t| t.contains("rdma_bind_addr: Address already in use")).count();
     assert_eq!(refused, 1, "first: {a}\nsecond: {b}");
 }
 

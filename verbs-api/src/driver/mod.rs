@@ -39,7 +39,7 @@ use crate::rdma_cm::{Qp1, QP1_REFILL_EVERY};
 use crate::CompChannel;
 use activity::AppActivity;
 use nix::sys::eventfd::{EfdFlags, EventFd};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -73,8 +73,12 @@ pub(crate) struct Core {
     pub qp1: Option<Qp1>,
     /// The context each QP, CQ and SRQ belongs to, for its events.
     pub event_routes: EventRoutes,
-    /// The services QP1 listens on, as claimed on the link.
+    /// The services QP1 listens on and the ports bound IDs reserve, as
+    /// claimed on the link.
     claimed_services: BTreeSet<u64>,
+    /// The ports (as service IDs) bound IDs reserve, with how many IDs
+    /// reserve each.
+    reserved_services: BTreeMap<u64, usize>,
     /// The link's descriptors for a forked child (refreshed when a claim
     /// or a multicast change may have changed them).
     fds: Arc<fds::FdSnapshot>,
@@ -163,6 +167,7 @@ impl Driver {
                 qp1: None,
                 event_routes: EventRoutes::default(),
                 claimed_services: BTreeSet::new(),
+                reserved_services: BTreeMap::new(),
                 fds,
             }),
             device_attr: DeviceAttr::for_link(&info),
@@ -441,11 +446,12 @@ impl Core {
     }
 
     /// Claims on the link the services QP1 listens on, and lets go of those
-    /// it stopped listening on. A service another process sharing the
-    /// address listens on stays that process's: refused with EADDRINUSE.
+    /// neither listened on nor reserved by a bound ID any more. A service
+    /// another process sharing the address listens on stays that
+    /// process's: refused with EADDRINUSE.
     fn claim_services(&mut self) -> Result<(), Error> {
         let Some(qp1) = &self.qp1 else { return Ok(()) };
-        let listened: BTreeSet<u64> = qp1.service_ids().collect();
+        let listened: BTreeSet<u64> = qp1.service_ids().chain(self.reserved_services.keys().copied()).collect();
         for &sid in self.claimed_services.difference(&listened) {
             self.link.release(SteerKey::Service(sid));
         }
@@ -523,6 +529,36 @@ impl Drop for DeviceOwner {
 }
 
 impl Driver {
+    /// Reserves a bound ID's port (service `sid`) on the link, as bind(2)
+    /// reserves a port for the whole host: a process sharing the address
+    /// that holds it refuses (`AddrInUse`), so that two processes never
+    /// bind one port.
+    pub fn reserve_service(&self, sid: u64) -> std::io::Result<()> {
+        let mut core = self.lock();
+        if !core.claimed_services.contains(&sid) {
+            core.claim(SteerKey::Service(sid))?;
+            core.claimed_services.insert(sid);
+        }
+        *core.reserved_services.entry(sid).or_default() += 1;
+        Ok(())
+    }
+
+    /// Gives back what [`Driver::reserve_service`] took; the claim goes
+    /// with the last reservation unless QP1 listens on the service.
+    pub fn release_service(&self, sid: u64) {
+        let mut core = self.lock();
+        if let Some(n) = core.reserved_services.get_mut(&sid) {
+            *n -= 1;
+            if *n == 0 {
+                core.reserved_services.remove(&sid);
+            }
+        }
+        let listened = core.qp1.as_ref().is_some_and(|q| q.service_ids().any(|s| s == sid));
+        if !listened && !core.reserved_services.contains_key(&sid) && core.claimed_services.remove(&sid) {
+            core.link.release(SteerKey::Service(sid));
+        }
+    }
+
     /// Runs `f` on QP1's CM (QP1 starts on rdma_cm's first use of the
     /// device), then puts the MADs it queued on the wire and wakes the
     /// progress thread, whose next CM timer may now be earlier.

@@ -2,7 +2,7 @@
 //! `rdma_resolve_route`. An address names a device: the open context (or a
 //! udp device opened on it) whose link has that IP.
 
-use super::event::libc_errno::{EADDRNOTAVAIL, EINVAL, ENODEV};
+use super::event::libc_errno::{EADDRINUSE, EADDRNOTAVAIL, EINVAL, ENODEV};
 use super::event::{CmEvent, CmEventType, ConnParam};
 use super::id::{cm_err, CmId, CmaState, IdState, Route};
 use super::registry::{self, Bound};
@@ -39,15 +39,39 @@ impl CmId {
         }
         // Where the search for a free ephemeral port starts: at random, as
         // the kernel's, so that processes sharing an address (each with
-        // its own table of ports) do not all take the same one.
-        let pick = match &ctx {
+        // its own table of ports) seldom try the same one first.
+        let mut pick = match &ctx {
             Some(c) => c.driver().lock().engine.random_psn(),
             None => random_u32(),
         };
-        let port = registry::bind(self.0.ps, addr, self.0.key, Arc::downgrade(&self.0), pick)?;
+        let reserving = match &ctx {
+            Some(c) => vec![c.clone()],
+            None => distinct_devices(registry::open_contexts()),
+        };
+        let mut tries = 0;
+        let (port, reserved) = loop {
+            let port = registry::bind(self.0.ps, addr, self.0.key, Arc::downgrade(&self.0), pick)?;
+            let sid = self.0.ps.service_id(port);
+            match reserve(&reserving, sid) {
+                Ok(()) => break (port, reserving.iter().map(|c| (c.clone(), sid)).collect()),
+                Err(err) => {
+                    registry::unbind(self.0.key);
+                    if err.kind() != std::io::ErrorKind::AddrInUse {
+                        return Err(Error::Os { verb, err });
+                    }
+                }
+            }
+            tries += 1;
+            if addr.port() != 0 || tries == EPHEMERAL_TRIES {
+                let what = format!("port {port} of {} is bound by another program sharing the address", addr.ip());
+                return Err(cm_err(verb, EADDRINUSE, what));
+            }
+            pick = random_u32();
+        };
         let mut st = self.state();
         st.src = Some(SocketAddr::new(addr.ip(), port));
         st.cma = CmaState::AddrBound;
+        st.reserved = reserved;
         if let Some(ctx) = ctx {
             attach(self, &mut st, ctx);
         }
@@ -244,6 +268,33 @@ pub(crate) fn gid_index(ctx: &Context, gid: Gid) -> u8 {
 }
 
 /// Four bytes from the OS's generator (0 if it has none to give).
+/// How many ephemeral ports a bind tries when processes sharing the
+/// address hold the ones it picked.
+const EPHEMERAL_TRIES: u32 = 16;
+
+/// Reserves service `sid` on each of `devices`' links, or on none.
+fn reserve(devices: &[Context], sid: u64) -> std::io::Result<()> {
+    for (i, ctx) in devices.iter().enumerate() {
+        if let Err(e) = ctx.driver().reserve_service(sid) {
+            devices[..i].iter().for_each(|c| c.driver().release_service(sid));
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// One context per driver (contexts of one device share one).
+fn distinct_devices(mut contexts: Vec<Context>) -> Vec<Context> {
+    let mut seen = Vec::new();
+    contexts.retain(|c| {
+        let d: *const _ = c.driver();
+        let new = !seen.contains(&d);
+        seen.push(d);
+        new
+    });
+    contexts
+}
+
 fn random_u32() -> u32 {
     let mut b = [0u8; 4];
     let _ = getrandom::getrandom(&mut b);

@@ -85,6 +85,9 @@ pub(crate) struct IdState {
     pub req: Option<Box<ReqRepr>>,
     /// Multicast groups joined, and whether the ID's QP was attached to each.
     pub groups: Vec<(std::net::IpAddr, bool)>,
+    /// The devices whose links reserve the bound port for this ID (see
+    /// `Driver::reserve_service`), and its service ID there.
+    pub reserved: Vec<(Context, u64)>,
 }
 
 pub(crate) struct IdInner {
@@ -119,6 +122,7 @@ impl IdInner {
                 conn: None,
                 req: None,
                 groups: Vec::new(),
+                reserved: Vec::new(),
             }),
         }
     }
@@ -145,6 +149,9 @@ impl Drop for IdInner {
         registry::unbind(self.key);
         registry::remove_listener(self.key);
         let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (ctx, sid) in st.reserved.drain(..) {
+            ctx.driver().release_service(sid);
+        }
         super::mcast::leave_all(st);
         let key = self.key;
         for ctx in st.listen_devices.drain(..) {
