@@ -65,7 +65,7 @@ pub use device::{devices, node_guid_of, Device, DeviceAttr, PortAttr, PortState}
 pub use driver::{device_counters, Stat};
 pub use error::{Error, PostError};
 pub use memory::{Ah, Mr, Pd};
-pub use qp::{ConnectAttr, Qp, QpInit};
+pub use qp::{ConnectAttr, Qp, QpInit, MAX_INLINE_DATA};
 pub use srq::{Srq, MIN_SRQ_WR};
 pub use uroce_stack::memory::{AppBuffer, RawRegion};
 pub use uroce_stack::testnet::TestNet;

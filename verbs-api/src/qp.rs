@@ -145,6 +145,7 @@ impl Pd {
         if !same_ctx(&init.send_cq) || !same_ctx(&init.recv_cq) {
             return Err(Error::InvalidValue { verb: "ibv_create_qp", what: "CQ of another context".into() });
         }
+        self.within_device_limits(&init.cap, init.srq.is_some())?;
         let attr = QpInitAttr {
             qp_type: init.qp_type,
             pd: self.handle(),
@@ -170,7 +171,30 @@ impl Pd {
             initial_psn,
         })))
     }
+
+    /// Queue sizes past what the device takes are refused (EINVAL), as
+    /// rxe refuses them: WRs past `max_qp_wr`, SGEs past `max_sge`, inline
+    /// data past [`MAX_INLINE_DATA`]; the receive queue's sizes only
+    /// without an SRQ (which has its own).
+    fn within_device_limits(&self, cap: &QpCap, has_srq: bool) -> Result<(), Error> {
+        let dev = self.context().query_device();
+        let (wr, sge) = (dev.max_qp_wr, dev.max_sge);
+        let recv_fits = has_srq || (cap.max_recv_wr <= wr && cap.max_recv_sge <= sge);
+        if cap.max_send_wr <= wr && cap.max_send_sge <= sge && recv_fits && cap.max_inline_data <= MAX_INLINE_DATA {
+            return Ok(());
+        }
+        let what = format!(
+            "{} send and {} receive WRs of {} and {} SGEs, {} bytes inline: the device takes at most {wr} WRs of \
+             {sge} SGEs and {MAX_INLINE_DATA} bytes inline",
+            cap.max_send_wr, cap.max_recv_wr, cap.max_send_sge, cap.max_recv_sge, cap.max_inline_data
+        );
+        Err(Error::InvalidValue { verb: "ibv_create_qp", what })
+    }
 }
+
+/// The most inline data a QP takes (rxe's RXE_MAX_INLINE_DATA: the SGE
+/// room of its largest send WQE, 32 SGEs of 16 bytes).
+pub const MAX_INLINE_DATA: u32 = 512;
 
 impl Qp {
     /// The QP number.

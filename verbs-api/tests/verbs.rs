@@ -107,6 +107,30 @@ fn an_srq_is_sized_and_resized_as_on_rxe() {
     assert_eq!((sizes(&srq), srq.len()), ((MIN_SRQ_WR, 1, 0), 3));
 }
 
+/// A QP's sizes past the device's are refused (EINVAL) in the Rust API as
+/// in the drop-in, rxe's limits: WRs, SGEs, and 512 bytes inline; with an
+/// SRQ the receive queue's sizes are the SRQ's, not checked.
+#[test]
+fn a_qp_past_the_devices_sizes_is_refused() {
+    const EINVAL: i32 = nix::errno::Errno::EINVAL as i32;
+    let p = pair(39, Progress::Blocking);
+    let dev = p.ctx_a.query_device();
+    let with = |cap: QpCap, srq: Option<Srq>| {
+        let mut init = QpInit::new(QpType::Rc, &p.cq_a, &p.cq_a);
+        (init.cap, init.srq) = (cap, srq);
+        p.pd_a.create_qp(&init).map(drop).map_err(|e| e.errno())
+    };
+    let small = QpCap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    assert_eq!(with(QpCap { max_inline_data: MAX_INLINE_DATA + 1, ..small }, None), Err(EINVAL));
+    assert_eq!(with(QpCap { max_inline_data: MAX_INLINE_DATA, ..small }, None), Ok(()));
+    assert_eq!(with(QpCap { max_send_wr: dev.max_qp_wr + 1, ..small }, None), Err(EINVAL));
+    assert_eq!(with(QpCap { max_send_sge: dev.max_sge + 1, ..small }, None), Err(EINVAL));
+    let past_the_rq = QpCap { max_recv_wr: dev.max_qp_wr + 1, ..small };
+    assert_eq!(with(past_the_rq, None), Err(EINVAL));
+    let srq = p.pd_a.create_srq(SrqAttr { max_wr: 4, max_sge: 1, srq_limit: 0 }).unwrap();
+    assert_eq!(with(past_the_rq, Some(srq)), Ok(()));
+}
+
 #[test]
 fn list_posts_name_the_failing_request() {
     let p = pair(32, Progress::Blocking);

@@ -64,23 +64,6 @@ fn cap_of(c: &IbvQpCap) -> QpCap {
     }
 }
 
-/// Queue sizes past what the device reports (`max_qp_wr`, `max_sge`) are
-/// refused with EINVAL, as rxe refuses them.
-fn within_device_limits(p: &UrocePd, cap: &IbvQpCap) -> Result<(), c_int> {
-    let dev = p.inner.context().query_device();
-    let (wr, sge) = (dev.max_qp_wr, dev.max_sge);
-    let fits = cap.max_send_wr <= wr && cap.max_recv_wr <= wr && cap.max_send_sge <= sge && cap.max_recv_sge <= sge;
-    if !fits {
-        let what = format!(
-            "{} send and {} receive WRs of {} and {} SGEs: the device takes at most {wr} WRs of {sge} SGEs",
-            cap.max_send_wr, cap.max_recv_wr, cap.max_send_sge, cap.max_recv_sge
-        );
-        explain("ibv_create_qp", &what);
-        return Err(libc::EINVAL);
-    }
-    Ok(())
-}
-
 /// `ibv_create_qp`, and `ibv_create_qp_ex` with `send_ops` (the
 /// `ibv_wr_*` operations asked for, checked by the caller) when it asked for
 /// builders.
@@ -112,7 +95,6 @@ pub fn create_qp_with(
     };
     let send_cq = CQS.get(a.send_cq.cast::<UroceCq>()).ok_or(libc::EINVAL)?;
     let recv_cq = CQS.get(a.recv_cq.cast::<UroceCq>()).ok_or(libc::EINVAL)?;
-    within_device_limits(p, &a.cap)?;
     let mut init = QpInit::new(qp_type, &send_cq.inner, &recv_cq.inner);
     init.cap = cap_of(&a.cap);
     // What the QP is given goes back to the caller, as rdma-core's

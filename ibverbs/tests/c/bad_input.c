@@ -1,6 +1,6 @@
 /* Mistakes a program makes, and the answers rdma-core and rxe give them,
  * through the drop-in: a GID index past the table, a destroyed handle given
- * again, posting to a QP in RESET, a send queue overrun, an lkey never
+ * again, a QP's sizes past the device's, posting to a QP in RESET, a send queue overrun, an lkey never
  * registered, a WRITE to an rkey the peer never registered, a SEND to a peer
  * with no receive posted. Built with gcc against rdma-core's headers
  * (c_programs.rs); prints "ok" and exits 0, or names the failed check. */
@@ -70,6 +70,24 @@ int main(void)
 	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	CHECK(pd && cq && buf && mr);
 	struct ibv_qp *a = rc_qp(pd, 2), *b = rc_qp(pd, 2);
+
+	/* Sizes past the device's (max_qp_wr, max_sge; 512 bytes inline, as
+	 * rxe's): refused with EINVAL, as rxe refuses them. */
+	struct ibv_device_attr dev;
+	CHECK(ibv_query_device(ctx, &dev) == 0);
+	struct ibv_qp_init_attr big = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = 513 } };
+	errno = 0;
+	CHECK(!ibv_create_qp(pd, &big) && errno == EINVAL);
+	big.cap.max_inline_data = 512;
+	struct ibv_qp *most_inline = ibv_create_qp(pd, &big);
+	CHECK(most_inline && big.cap.max_inline_data == 512 && ibv_destroy_qp(most_inline) == 0);
+	big.cap = (struct ibv_qp_cap){ .max_send_wr = dev.max_qp_wr + 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 };
+	errno = 0;
+	CHECK(!ibv_create_qp(pd, &big) && errno == EINVAL);
+	big.cap = (struct ibv_qp_cap){ .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = dev.max_sge + 1 };
+	errno = 0;
+	CHECK(!ibv_create_qp(pd, &big) && errno == EINVAL);
 	struct ibv_sge sge = { (uintptr_t)buf, 8, mr->lkey };
 	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
 				  .send_flags = IBV_SEND_SIGNALED }, *bad = NULL;
