@@ -19,7 +19,7 @@ use super::cm::{UroceCmId, CM_IDS};
 use super::guard;
 use std::os::unix::net::UnixDatagram;
 use std::sync::{Mutex, Once};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the exiting thread waits for the disconnects: they take
 /// microseconds; this is for a thread that is not scheduled soon on a
@@ -84,7 +84,20 @@ fn disconnect_all() {
 extern "C" fn at_exit() {
     let Ok(helper) = EXIT_HELPER.try_lock() else { return };
     let Some(h) = helper.as_ref().filter(|h| h.pid == std::process::id()) else { return };
-    if h.wake.send(&[1]).is_ok() {
-        let _ = h.wake.recv(&mut [0u8; 1]);
+    if h.wake.send(&[1]).is_err() {
+        return;
+    }
+    // A signal (qperf's interval timer) may cut the wait short: wait again
+    // for what is left of it.
+    let deadline = Instant::now() + EXIT_WAIT;
+    loop {
+        match h.wake.recv(&mut [0u8; 1]) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return,
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || h.wake.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
     }
 }

@@ -267,7 +267,6 @@ pub(crate) fn gid_index(ctx: &Context, gid: Gid) -> u8 {
     ctx.link_info().gids.index_of(gid).map_or(1, |i| i as u8)
 }
 
-/// Four bytes from the OS's generator (0 if it has none to give).
 /// How many ephemeral ports a bind tries when processes sharing the
 /// address hold the ones it picked.
 const EPHEMERAL_TRIES: u32 = 16;
@@ -295,6 +294,7 @@ fn distinct_devices(mut contexts: Vec<Context>) -> Vec<Context> {
     contexts
 }
 
+/// Four bytes from the OS's generator (0 if it has none to give).
 fn random_u32() -> u32 {
     let mut b = [0u8; 4];
     let _ = getrandom::getrandom(&mut b);
