@@ -607,7 +607,8 @@ fn open_mpi_runs_over_ucx_and_libfabric_on_the_dropin() {
 /// server and client on one 127.0.0.1 in namespaces of their own. qperf's
 /// server sends its port before it listens (fixed upstream in 2018, in no
 /// release): a REQ that comes first is refused, and the test is run again,
-/// at most three times; any other failure fails.
+/// at most three times (the refused attempts printed after the last, `# `
+/// before each line); any other failure fails.
 #[test]
 fn qperf_runs_its_rc_tests_over_rdma_cm() {
     if !have("qperf") {
@@ -618,12 +619,16 @@ fn qperf_runs_its_rc_tests_over_rdma_cm() {
         server=$!
         listening 19765
         for t in $QPERF_TESTS; do
+          rejected=""
           for attempt in 1 2 3; do
             out=$(timeout 30 qperf 127.0.0.1 -cm1 -t 1 $t 2>&1) && break
             echo "$out" | grep -q "Event rejected" || break
+            rejected="$rejected$(echo "$out" | sed "s/^/# attempt $attempt, rejected: /")
+"
           done
           echo "== $t"
           echo "$out"
+          printf '%s' "$rejected"
         done
         kill $server
     "#;

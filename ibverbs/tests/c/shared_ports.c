@@ -7,10 +7,17 @@
  * binds of its own get none of the parent's ports (each process kept its
  * own table before: about 35 of them collided, and a listen on one failed).
  *
- * Arguments: the device's IP (the child: `child IP`, the parent's ports
- * on its standard input). */
+ * `unlistened IP`: a connection request to a port a process bound on the
+ * wildcard, its only rdma_cm call, and does not listen on is refused
+ * (REJECTED, as the kernel's CM answers it), not dropped unanswered by a
+ * process whose CM had not started (qperf's server binds so, and sends
+ * its port before it listens).
+ *
+ * Arguments: the device's IP, or `unlistened IP` (the children: `child
+ * IP`, the parent's ports on its standard input; `connect IP PORT`). */
 #include "check.h"
 #include <arpa/inet.h>
+#include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <signal.h>
 #include <string.h>
@@ -41,19 +48,50 @@ static struct rdma_cm_id *bound(struct rdma_event_channel *ch, const char *ip, i
 	return NULL;
 }
 
+/* The parent's ephemeral ports and its port bound by number. */
 static int parents_ports[BOUND + 1];
 
 static int the_parents(int port)
 {
-	for (int i = 0; i <= BOUND; i++)
+	for (int i = 0; i < BOUND + 1; i++)
 		if (parents_ports[i] == port)
 			return 1;
 	return 0;
 }
 
+/* The next event on ch, waited for at most ten seconds. */
+static enum rdma_cm_event_type next_event(struct rdma_event_channel *ch)
+{
+	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+	CHECK(poll(&p, 1, 10000) == 1);
+	struct rdma_cm_event *e;
+	CHECK(rdma_get_cm_event(ch, &e) == 0);
+	enum rdma_cm_event_type type = e->event;
+	CHECK(rdma_ack_cm_event(e) == 0);
+	return type;
+}
+
+/* Connects from the child to ip:port; the event that answers. */
+static enum rdma_cm_event_type connect_to(struct rdma_event_channel *ch, const char *ip, int port)
+{
+	struct rdma_cm_id *id;
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	struct sockaddr_in dst = addr_of(ip, port);
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
+	CHECK(next_event(ch) == RDMA_CM_EVENT_ADDR_RESOLVED);
+	CHECK(rdma_resolve_route(id, 2000) == 0);
+	CHECK(next_event(ch) == RDMA_CM_EVENT_ROUTE_RESOLVED);
+	struct ibv_qp_init_attr init = {.qp_type = IBV_QPT_RC,
+					.cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+	CHECK(rdma_create_qp(id, NULL, &init) == 0);
+	struct rdma_conn_param param = {.retry_count = 7};
+	CHECK(rdma_connect(id, &param) == 0);
+	return next_event(ch);
+}
+
 static int child(const char *ip)
 {
-	for (int i = 0; i <= BOUND; i++)
+	for (int i = 0; i < BOUND + 1; i++)
 		CHECK(scanf("%d", &parents_ports[i]) == 1);
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	CHECK(ch);
@@ -71,10 +109,75 @@ static int child(const char *ip)
 	return 0;
 }
 
+/* This program run again as `self mode ip [port]` (a process of its own:
+ * a forked child would keep a copy of this one's tables), with `n`
+ * numbers on its standard input. */
+static pid_t run_again(const char *self, const char *mode, const char *ip, const char *port, const int *numbers, int n)
+{
+	int in[2];
+	CHECK(pipe(in) == 0);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		CHECK(dup2(in[0], 0) == 0);
+		close(in[1]);
+		execl("/proc/self/exe", self, mode, ip, port, (char *)NULL);
+		exit(127);
+	}
+	close(in[0]);
+	FILE *to_child = fdopen(in[1], "w");
+	CHECK(to_child);
+	for (int i = 0; i < n; i++)
+		fprintf(to_child, "%d\n", numbers[i]);
+	fclose(to_child);
+	return pid;
+}
+
+/* A child's exit status, waited for at most 30 s (-1: killed then). */
+static int exit_status(pid_t pid)
+{
+	int status;
+	for (int i = 0; i < 3000; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
+/* A port bound on the wildcard by a process that made no other rdma_cm
+ * call: a REQ to it from another process is refused. */
+static int unlistened(const char *self, const char *ip)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	CHECK(ch);
+	struct rdma_cm_id *id = bound(ch, "0.0.0.0", 0);
+	CHECK(id);
+	char port[8];
+	snprintf(port, sizeof(port), "%d", ntohs(rdma_get_src_port(id)));
+	CHECK(exit_status(run_again(self, "connect", ip, port, NULL, 0)) == 0);
+	CHECK(rdma_destroy_id(id) == 0);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "child") == 0)
 		return child(argv[2]);
+	if (argc == 4 && strcmp(argv[1], "connect") == 0) {
+		struct rdma_event_channel *ch = rdma_create_event_channel();
+		CHECK(ch);
+		CHECK(connect_to(ch, argv[2], atoi(argv[3])) == RDMA_CM_EVENT_REJECTED);
+		return 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "unlistened") == 0) {
+		CHECK(unlistened(argv[0], argv[2]) == 0);
+		printf("ok\n");
+		return 0;
+	}
 	CHECK(argc == 2);
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	CHECK(ch);
@@ -92,31 +195,9 @@ int main(int argc, char **argv)
 	CHECK(ids[BOUND]);
 	CHECK(rdma_listen(ids[BOUND], 1) == 0);
 	parents_ports[BOUND] = port;
-	int ports[2];
-	CHECK(pipe(ports) == 0);
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		CHECK(dup2(ports[0], 0) == 0);
-		close(ports[1]);
-		execl("/proc/self/exe", argv[0], "child", argv[1], (char *)NULL);
-		exit(127);
-	}
-	close(ports[0]);
-	FILE *to_child = fdopen(ports[1], "w");
-	CHECK(to_child);
-	for (int i = 0; i <= BOUND; i++)
-		fprintf(to_child, "%d\n", parents_ports[i]);
-	fclose(to_child);
-	int status = -1;
-	for (int i = 0; i < 3000 && waitpid(pid, &status, WNOHANG) == 0; i++)
-		usleep(10000);
-	if (!WIFEXITED(status)) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-	}
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	for (int i = 0; i <= BOUND; i++)
+	pid_t pid = run_again(argv[0], "child", argv[1], NULL, parents_ports, BOUND + 1);
+	CHECK(exit_status(pid) == 0);
+	for (int i = 0; i < BOUND + 1; i++)
 		CHECK(rdma_destroy_id(ids[i]) == 0);
 	rdma_destroy_event_channel(ch);
 	printf("ok\n");

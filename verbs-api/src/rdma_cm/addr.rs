@@ -48,6 +48,12 @@ impl CmId {
             Some(c) => vec![c.clone()],
             None => distinct_devices(registry::open_contexts()),
         };
+        // A REQ to the port now comes to this process: its CM answers it
+        // (a REJ until the ID listens, as the kernel's), not the dropped
+        // packet of a device whose QP1 has not started.
+        for c in reserving.iter().filter(|_| ctx.is_none()) {
+            registry::start_cm(c)?;
+        }
         let mut tries = 0;
         let (port, reserved) = loop {
             let port = registry::bind(self.0.ps, addr, self.0.key, Arc::downgrade(&self.0), pick)?;
