@@ -128,11 +128,12 @@ impl<T> EventQueue<T> {
     /// skip.
     pub fn retract(&self, unwanted: impl Fn(&T) -> bool) -> usize {
         let mut pending = self.pending();
-        let gone: Vec<u64> = pending.by_seq.iter().filter(|(_, e)| unwanted(e)).map(|(&s, _)| s).collect();
-        if gone.is_empty() {
+        let before = pending.by_seq.len();
+        pending.by_seq.retain(|_, e| !unwanted(e));
+        let gone = before - pending.by_seq.len();
+        if gone == 0 {
             return 0;
         }
-        gone.iter().for_each(|s| drop(pending.by_seq.remove(s)));
         // The records in the socket, in order: those of kept events go back
         // in front of the ones still waiting to be written.
         let mut in_socket = VecDeque::new();
@@ -144,7 +145,7 @@ impl<T> EventQueue<T> {
         in_socket.retain(|s| pending.by_seq.contains_key(s));
         pending.overflow = in_socket;
         self.write_overflow(&mut pending);
-        gone.len()
+        gone
     }
 
     /// Events queued and not yet taken.

@@ -450,8 +450,8 @@ impl Core {
     /// another process sharing the address listens on stays that
     /// process's: refused with EADDRINUSE.
     fn claim_services(&mut self) -> Result<(), Error> {
-        let Some(qp1) = &self.qp1 else { return Ok(()) };
-        let listened: BTreeSet<u64> = qp1.service_ids().chain(self.reserved_services.keys().copied()).collect();
+        let listens = self.qp1.iter().flat_map(|q| q.service_ids());
+        let listened: BTreeSet<u64> = listens.chain(self.reserved_services.keys().copied()).collect();
         for &sid in self.claimed_services.difference(&listened) {
             self.link.release(SteerKey::Service(sid));
         }
@@ -544,7 +544,8 @@ impl Driver {
     }
 
     /// Gives back what [`Driver::reserve_service`] took; the claim goes
-    /// with the last reservation unless QP1 listens on the service.
+    /// with the last reservation unless QP1 listens on the service
+    /// (`Core::claim_services` lets go of what neither wants).
     pub fn release_service(&self, sid: u64) {
         let mut core = self.lock();
         if let Some(n) = core.reserved_services.get_mut(&sid) {
@@ -553,10 +554,7 @@ impl Driver {
                 core.reserved_services.remove(&sid);
             }
         }
-        let listened = core.qp1.as_ref().is_some_and(|q| q.service_ids().any(|s| s == sid));
-        if !listened && !core.reserved_services.contains_key(&sid) && core.claimed_services.remove(&sid) {
-            core.link.release(SteerKey::Service(sid));
-        }
+        let _ = core.claim_services();
     }
 
     /// Runs `f` on QP1's CM (QP1 starts on rdma_cm's first use of the

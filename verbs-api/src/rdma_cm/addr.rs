@@ -34,9 +34,17 @@ impl CmId {
             true => None,
             false => Some(device_with(addr.ip(), verb)?),
         };
-        if let Some(c) = &ctx {
-            registry::start_cm(c)?;
-        }
+        // The devices whose links reserve the port, their CM started: a
+        // REQ to the port now comes to this process, whose CM answers it
+        // (a REJ until the ID listens, as the kernel's), not the dropped
+        // packet of a device whose QP1 has not started.
+        let reserving = match &ctx {
+            Some(c) => {
+                registry::start_cm(c)?;
+                vec![c.clone()]
+            }
+            None => registry::all_devices()?,
+        };
         // Where the search for a free ephemeral port starts: at random, as
         // the kernel's, so that processes sharing an address (each with
         // its own table of ports) seldom try the same one first.
@@ -44,16 +52,6 @@ impl CmId {
             Some(c) => c.driver().lock().engine.random_psn(),
             None => random_u32(),
         };
-        let reserving = match &ctx {
-            Some(c) => vec![c.clone()],
-            None => distinct_devices(registry::open_contexts()),
-        };
-        // A REQ to the port now comes to this process: its CM answers it
-        // (a REJ until the ID listens, as the kernel's), not the dropped
-        // packet of a device whose QP1 has not started.
-        for c in reserving.iter().filter(|_| ctx.is_none()) {
-            registry::start_cm(c)?;
-        }
         let mut tries = 0;
         let (port, reserved) = loop {
             let port = registry::bind(self.0.ps, addr, self.0.key, Arc::downgrade(&self.0), pick)?;
@@ -286,18 +284,6 @@ fn reserve(devices: &[Context], sid: u64) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// One context per driver (contexts of one device share one).
-fn distinct_devices(mut contexts: Vec<Context>) -> Vec<Context> {
-    let mut seen = Vec::new();
-    contexts.retain(|c| {
-        let d: *const _ = c.driver();
-        let new = !seen.contains(&d);
-        seen.push(d);
-        new
-    });
-    contexts
 }
 
 /// Four bytes from the OS's generator (0 if it has none to give).
