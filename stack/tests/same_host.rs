@@ -1,9 +1,10 @@
 //! The udp link's same-host path (`uroce_stack::link::shm`): two links of
 //! this process on two addresses stand for two uroce processes on one host,
 //! each owning its address. Once the first datagram has asked, their
-//! datagrams go through shared rings, both ways, in order, ICRC-checked and
-//! captured as UDP's are; a peer that goes away is noticed, and its address
-//! is sent to by UDP again.
+//! datagrams go through shared rings, both ways, in order, with the ICRC
+//! their sender computed (trusted by the receiver: nothing on the way can
+//! corrupt them) and captured as UDP's are; a peer that goes away is
+//! noticed, and its address is sent to by UDP again.
 
 mod common;
 
@@ -12,6 +13,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use uroce_stack::link::capture::Capture;
+use uroce_stack::link::impair::{Faults, Impair, ImpairConfig};
 use uroce_stack::link::udp::{UdpLink, UdpOffload};
 use uroce_stack::link::{DeviceSpec, Integrity, Link};
 use uroce_stack::pcap::LinkType;
@@ -74,7 +76,7 @@ fn datagrams_between_two_links_of_one_host_go_through_shared_memory() {
     }
     let psns: Vec<u32> = got.iter().map(|g| g.0).collect();
     assert_eq!(psns, (1..=3000).collect::<Vec<_>>());
-    assert!(got.iter().all(|g| g.1 == Integrity::IcrcButIpId { ident: 0 }), "the ICRC checked: {:?}", got[0]);
+    assert!(got.iter().all(|g| g.1 == Integrity::SameHost), "the rings' ICRC trusted: {:?}", got[0]);
     assert_eq!((a.stats().tx_same_host, b.stats().rx_same_host), (3000, 3000));
     assert_eq!(b.stats().rx_packets, 3001, "with the first, by UDP");
 
@@ -102,6 +104,35 @@ fn what_a_full_ring_has_no_room_for_goes_by_udp() {
     let mut psns: Vec<u32> = exchange(&mut a, &mut b, |g| g.len() == 1100).iter().map(|g| g.0).collect();
     psns.sort_unstable();
     assert_eq!(psns, (1..=1100).collect::<Vec<_>>(), "each datagram once");
+}
+
+/// The receiver trusts a ring's datagrams, so impairment's corruption
+/// over the rings is dropped and counted as a checking link would drop it,
+/// never delivered: every datagram that arrives is the one sent.
+#[test]
+fn corruption_through_the_rings_is_dropped_as_on_a_checking_link() {
+    let net = TestNet::new();
+    let (mut a, mut b) = (link_on(&net, 1, true), link_on(&net, 2, true));
+    let b_ip = IpAddr::V4(net.ip(2));
+    connect(&mut a, &mut b, b_ip);
+    let mut b = Impair::new(
+        b,
+        ImpairConfig { seed: 9, rx: Faults { corrupt: 0.5, ..Faults::default() }, ..Default::default() },
+    );
+    let packets = burst(200);
+    // A datagram as sent: the same bytes up to the ICRC the link added.
+    let sent = |roce: &[u8]| packets.iter().any(|p| p.len() == roce.len() && p[..p.len() - 4] == roce[..p.len() - 4]);
+    a.send(&tx(b_ip, &packets)).unwrap();
+    let mut got = Vec::new();
+    let start = Instant::now();
+    while (got.len() as u64) + b.impair_stats().corrupt_caught < 200 && start.elapsed() < Duration::from_secs(5) {
+        recv_each(&mut b, Duration::from_millis(1), |d| got.push((sent(d.roce), d.integrity))).unwrap();
+    }
+    let s = b.impair_stats();
+    assert_eq!(b.inner().stats().rx_same_host, 200, "all through the rings");
+    assert!(s.corrupt_caught > 50, "{s:?}");
+    assert_eq!(got.len() as u64, 200 - s.corrupt_caught, "{s:?}");
+    assert!(got.iter().all(|g| *g == (true, Integrity::SameHost)), "delivered intact: {got:?}");
 }
 
 #[test]

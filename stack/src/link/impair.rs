@@ -7,8 +7,8 @@
 //!   `jitter`). Held datagrams leave on a later `send` or `recv` call.
 //! - Receive: the same, plus corruption: one bit of the datagram flipped, as on
 //!   the wire. A link that checked the ICRC would have dropped it, so a corrupted
-//!   datagram that arrived checked ([`Integrity::Icrc`] or
-//!   [`Integrity::IcrcButIpId`]) is dropped and counted in
+//!   datagram that arrived with an ICRC known good ([`Integrity::icrc_holds`]:
+//!   checked, or through the same-host rings) is dropped and counted in
 //!   [`ImpairStats::corrupt_caught`]; an unchecked one (an authenticated
 //!   packet's MAC, [`Integrity::Mac`], is checked above) is delivered
 //!   corrupted.
@@ -236,8 +236,7 @@ impl<L: Link> Impair<L> {
         self.stats.rx_duplicated += u64::from(copies == 2);
         for _ in 0..copies {
             let corrupt = chance(&mut self.rx_rng, faults.corrupt) && !d.roce.is_empty();
-            let icrc_checked = matches!(d.integrity, Integrity::Icrc | Integrity::IcrcButIpId { .. });
-            if corrupt && icrc_checked {
+            if corrupt && d.integrity.icrc_holds() {
                 self.rx_rng.gen::<u32>();
                 self.stats.corrupt_caught += 1;
                 continue;

@@ -512,6 +512,7 @@ impl Forwarded {
             Integrity::IcrcButIpId { ident } => (1, ident),
             Integrity::Mac => (2, 0),
             Integrity::Unchecked => (3, 0),
+            Integrity::SameHost => (4, 0),
         };
         h[4] = code;
         h[6..8].copy_from_slice(&ident.to_be_bytes());
@@ -532,6 +533,7 @@ impl Forwarded {
             0 => Integrity::Icrc,
             1 => Integrity::IcrcButIpId { ident },
             2 => Integrity::Mac,
+            4 => Integrity::SameHost,
             _ => Integrity::Unchecked,
         };
         let ip = |b: &[u8]| Gid(b.try_into().expect("16 bytes")).ip();
@@ -568,6 +570,11 @@ mod test {
             token: 0x0123_4567_89ab_cdef,
         };
         assert_eq!(Forwarded::parse(&f.emit()), Some(f));
+        let every = [Integrity::Icrc, Integrity::Mac, Integrity::SameHost, Integrity::Unchecked];
+        for integrity in every {
+            let g = Forwarded { integrity, ..f };
+            assert_eq!(Forwarded::parse(&g.emit()), Some(g));
+        }
         assert_eq!(Forwarded::parse(&[0u8; Forwarded::LEN]), None);
     }
 

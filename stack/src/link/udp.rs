@@ -298,8 +298,9 @@ impl UdpLink {
     }
 
     /// Checks the RoCE packet at `at` of `batch` and keeps it there; `false`
-    /// if dropped.
-    fn keep(&mut self, src: SocketAddr, local: IpAddr, batch: &mut RxBatch, at: Range<usize>) -> bool {
+    /// if dropped. A datagram `from_ring` (the same-host path) keeps its
+    /// ICRC unchecked: [`Integrity::SameHost`].
+    fn keep(&mut self, src: SocketAddr, local: IpAddr, batch: &mut RxBatch, at: Range<usize>, from_ring: bool) -> bool {
         let roce = batch.bytes(at.clone());
         let peer = wire_addr(src.ip());
         let (Some(mut repr), true) = (Self::repr(peer, local, src.port(), 0), roce.len() >= MIN_ROCE) else {
@@ -311,6 +312,8 @@ impl UdpLink {
         // IPv4 Identification 0: there is no ICRC to solve it from).
         let integrity = if marked_authenticated(roce) {
             Integrity::Mac
+        } else if from_ring {
+            Integrity::SameHost
         } else {
             match self.check_icrc((peer, src.port()), local, roce, &mut repr) {
                 Some(i) => i,
@@ -737,8 +740,9 @@ impl Link for UdpLink {
 
 impl UdpLink {
     /// Takes in what the same-host rings hold (at most a batch): how many
-    /// datagrams were kept. They are checked, captured and steered as the
-    /// socket's are.
+    /// datagrams were kept. They are parsed, captured and steered as the
+    /// socket's are; their ICRC, which the sender computed, is trusted
+    /// ([`Integrity::SameHost`]).
     fn recv_same_host(&mut self, batch: &mut RxBatch) -> usize {
         let mut kept = 0;
         for _ in 0..MAX_BATCH {
@@ -746,7 +750,7 @@ impl UdpLink {
             let Some(shm) = self.shm.as_mut() else { return 0 };
             let Some((peer, port, len)) = shm.pop(batch.area(SLOT)) else { break };
             batch.commit(len);
-            if self.keep(SocketAddr::new(peer, port), self.local, batch, at..at + len) {
+            if self.keep(SocketAddr::new(peer, port), self.local, batch, at..at + len, true) {
                 self.stats.rx_same_host += 1;
                 kept += 1;
             }
@@ -827,7 +831,7 @@ impl UdpLink {
                 let segment = at..(at + seg).min(start + m.len);
                 let taken = match tenant {
                     true => self.keep_forwarded(src, batch, segment),
-                    false => self.keep(src, local, batch, segment),
+                    false => self.keep(src, local, batch, segment, false),
                 };
                 kept += usize::from(taken);
             }
