@@ -2,7 +2,9 @@
 //! uroce processes on one host exchange their RoCEv2
 //! datagrams, ICRC included, through rings in memory they share instead of
 //! the kernel's UDP. Nothing above the link changes: the datagrams are the
-//! ones the udp link would send, checked, captured and steered the same way.
+//! ones the udp link would send, parsed, captured and steered the same way;
+//! the receiver trusts the ICRC they carry (`Integrity::SameHost`) instead
+//! of computing it again.
 //!
 //! A link that owns `IP:4791` listens on the abstract Unix socket
 //! `uroce/shm/IP`. Sending to a peer address for the first time, it

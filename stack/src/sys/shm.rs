@@ -151,7 +151,8 @@ impl SharedMap {
     fn read(&self, at: usize, dst: &mut [u8]) {
         assert!(at + dst.len() <= MAP_LEN);
         // SAFETY: in range (asserted); a peer that writes the slot anyway
-        // only garbles its own datagram (the ICRC check drops it).
+        // only garbles its own datagram, which lands in `dst` (ours) and
+        // is parsed there as any datagram from the network.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(at), dst.as_mut_ptr(), dst.len()) }
     }
 }
