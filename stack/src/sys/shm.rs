@@ -73,10 +73,9 @@ impl SharedMap {
     }
 
     /// Stores to every line of the mapping once, so that the rings' first
-    /// round finds their lines in the caches as later rounds do. The kernel
-    /// zeroes a new memfd's pages (MAP_POPULATE) with stores that leave
-    /// them in memory only: each slot's first use then waited for memory
-    /// at both ends, and a polled 1000-iteration write_lat (perftest's
+    /// round finds their lines in the caches as later rounds do. Zeroed by
+    /// the kernel as they were faulted in (MAP_POPULATE), they were not:
+    /// each slot's first use waited at both ends, and a polled 1000-iteration write_lat (perftest's
     /// default count) ran at 1.6 us a half trip, against 1.0 once the
     /// rings had gone round (1.1 with this pass; docs/PERFORMANCE.md).
     fn warm(&self) {
