@@ -286,6 +286,27 @@ pub struct IbvSrqInitAttr {
     pub attr: IbvSrqAttr,
 }
 
+/// `struct ibv_srq_init_attr_ex` (verbs.h:803): `ibv_srq_init_attr`'s
+/// fields first, so a BASIC one is made as that.
+#[repr(C)]
+pub struct IbvSrqInitAttrEx {
+    pub srq_context: *mut c_void,
+    pub attr: IbvSrqAttr,
+    pub comp_mask: u32,
+    pub srq_type: u32,
+    pub pd: *mut IbvPd,
+    pub xrcd: *mut c_void,
+    pub cq: *mut c_void,
+    /// `struct ibv_tm_cap`: max_num_tags, max_ops.
+    pub tm_cap: [u32; 2],
+}
+
+/// `enum ibv_srq_init_attr_mask` (verbs.h).
+pub const IBV_SRQ_INIT_ATTR_TYPE: u32 = 1 << 0;
+pub const IBV_SRQ_INIT_ATTR_PD: u32 = 1 << 1;
+/// `enum ibv_srq_type`: the only one uroce (and rxe) makes.
+pub const IBV_SRQT_BASIC: u32 = 0;
+
 /// `struct ibv_srq` (verbs.h:1215).
 #[repr(C)]
 pub struct IbvSrq {
@@ -725,6 +746,9 @@ const _: () = {
     assert!(offset_of!(VerbsContext, query_device_ex) == 320 - 104);
     assert!(offset_of!(VerbsContext, create_qp_ex) == 320 - 56);
     assert!(offset_of!(VerbsContext, sz) == 320 - 8);
+    assert!(size_of::<IbvSrqInitAttrEx>() == 64);
+    assert!(offset_of!(IbvSrqInitAttrEx, comp_mask) == 20);
+    assert!(offset_of!(IbvSrqInitAttrEx, pd) == 32);
     assert!(size_of::<IbvDeviceAttr>() == 232);
     assert!(offset_of!(IbvDeviceAttr, atomic_cap) == 164);
     assert!(offset_of!(IbvDeviceAttr, max_pkeys) == 224);

@@ -517,6 +517,49 @@ pub extern "C" fn rdma_create_srq(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut 
 }
 symver!(rdma_create_srq, "RDMACM_1.0");
 
+/// `rdma_create_srq_ex`: as librdmacm, the type must be given and the PD
+/// is the ID's when none is (written back into `attr`); a BASIC SRQ is
+/// made as by `rdma_create_srq`. XRC and tag-matching SRQs, and the XRC
+/// domain and CQ they take, answer EOPNOTSUPP, as rxe's kernel does.
+#[no_mangle]
+pub extern "C" fn rdma_create_srq_ex(id: *mut RdmaCmId, attr: *mut IbvSrqInitAttrEx) -> c_int {
+    cm_call(|| {
+        let i = id_of(id)?;
+        // SAFETY: attr is NULL or points at the caller's struct ibv_srq_init_attr_ex.
+        let a = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
+        if a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE == 0 {
+            explain("rdma_create_srq_ex", "comp_mask lacks IBV_SRQ_INIT_ATTR_TYPE");
+            return Err(libc::EINVAL);
+        }
+        if a.comp_mask & !(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD) != 0 || a.srq_type != IBV_SRQT_BASIC {
+            explain("rdma_create_srq_ex", "uroce makes BASIC SRQs only (no XRC or tag matching), as rxe");
+            return Err(libc::EOPNOTSUPP);
+        }
+        // SAFETY: reads fields of this live ID's C struct.
+        let (verbs, id_pd) = unsafe { ((*i.as_c()).verbs, (*i.as_c()).pd) };
+        if verbs.is_null() {
+            explain("rdma_create_srq_ex", "the ID has no device yet: bind or resolve an address first");
+            return Err(libc::EINVAL);
+        }
+        if a.comp_mask & IBV_SRQ_INIT_ATTR_PD == 0 || a.pd.is_null() {
+            a.pd = if id_pd.is_null() { default_pd(verbs)? } else { id_pd };
+            a.comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+        }
+        let pd = a.pd;
+        // The BASIC prefix of the struct is a struct ibv_srq_init_attr.
+        let srq = super::srq::create_srq(pd, attr.cast::<IbvSrqInitAttr>())?;
+        // SAFETY: the ID's C struct is live and its fields are the library's to write.
+        unsafe {
+            (*i.as_c()).srq = srq;
+            if (*i.as_c()).pd.is_null() {
+                (*i.as_c()).pd = pd;
+            }
+        }
+        Ok(())
+    })
+}
+symver!(rdma_create_srq_ex, "RDMACM_1.0");
+
 /// `rdma_destroy_srq`: the ID's SRQ, if it has one (after its QP).
 #[no_mangle]
 pub extern "C" fn rdma_destroy_srq(id: *mut RdmaCmId) {

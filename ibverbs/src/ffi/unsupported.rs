@@ -189,7 +189,6 @@ symver!(verbs_allow_disassociate_destroy, "IBVERBS_PRIVATE_34");
 // --- librdmacm: not served yet. librdmacm's int calls return -1 with errno.
 
 returns_minus_one! { libc::EOPNOTSUPP;
-    rdma_create_srq_ex @ "RDMACM_1.0",
     rdma_notify @ "RDMACM_1.0",
     rdma_get_remote_ece @ "RDMACM_1.3",
     rdma_reject_ece @ "RDMACM_1.3",

@@ -2,6 +2,7 @@
  * drop-in, with librdmacm's answers asserted: rdma_get_devices and
  * rdma_free_devices; synchronous endpoints (rdma_create_ep with a QP and an
  * SRQ made by rdma_create_srq, rdma_get_request, a reject with private data,
+ * and one by rdma_create_srq_ex (XRC refused, as rxe refuses it),
  * then an accept) with the client in a thread of its own, its second QP
  * made by rdma_create_qp_ex and sent on with ibv_wr_*; rdma_init_qp_attr,
  * rdma_set_option, rdma_migrate_id (of a synchronous ID onto a channel,
@@ -184,6 +185,23 @@ static void devices(void)
 	CHECK(rdma_get_devices(NULL) != NULL); /* the count is optional */
 }
 
+/* A BASIC SRQ through rdma_create_srq_ex: on the ID's PD, written back. */
+static void srq_ex(struct rdma_cm_id *id)
+{
+	struct ibv_srq_init_attr_ex xattr = {
+		.attr = { .max_wr = 2, .max_sge = 1 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE,
+		.srq_type = IBV_SRQT_BASIC,
+	};
+	CHECK(rdma_create_srq_ex(id, &xattr) == 0 && id->srq && id->pd);
+	CHECK((xattr.comp_mask & IBV_SRQ_INIT_ATTR_PD) && xattr.pd == id->pd);
+	CHECK(xattr.attr.max_wr >= 2 && id->srq->pd == id->pd); /* rounded up as rxe */
+	struct ibv_srq_attr got;
+	CHECK(ibv_query_srq(id->srq, &got) == 0 && got.max_wr == xattr.attr.max_wr);
+	rdma_destroy_srq(id);
+	CHECK(id->srq == NULL);
+}
+
 static void lacking(struct rdma_cm_id *id)
 {
 	errno = 0;
@@ -192,7 +210,14 @@ static void lacking(struct rdma_cm_id *id)
 	CHECK(rdma_create_id(NULL, &other, NULL, 7483) == -1 && errno == EINVAL); /* no such port space */
 	CHECK(rdma_create_qp_ex(id, NULL) == -1 && errno == EINVAL);
 	errno = 0;
-	CHECK(rdma_create_srq_ex(id, NULL) == -1 && errno == EOPNOTSUPP);
+	CHECK(rdma_create_srq_ex(id, NULL) == -1 && errno == EINVAL);
+	struct ibv_srq_init_attr_ex xattr = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	errno = 0;
+	CHECK(rdma_create_srq_ex(id, &xattr) == -1 && errno == EINVAL); /* no type given */
+	xattr.comp_mask = IBV_SRQ_INIT_ATTR_TYPE;
+	xattr.srq_type = IBV_SRQT_XRC;
+	errno = 0;
+	CHECK(rdma_create_srq_ex(id, &xattr) == -1 && errno == EOPNOTSUPP && !id->srq); /* as rxe */
 	/* Multicast is served (mckey, debian_tools.rs); a join with no group is EINVAL. */
 	errno = 0;
 	CHECK(rdma_join_multicast(id, NULL, NULL) == -1 && errno == EINVAL);
@@ -251,6 +276,7 @@ int main(int argc, char **argv)
 	struct rdma_cm_id *listener;
 	CHECK(rdma_create_ep(&listener, res, NULL, NULL) == 0 && listener->verbs && !listener->qp);
 	lacking(listener);
+	srq_ex(listener);
 	struct ibv_qp_attr qattr = { .qp_state = IBV_QPS_INIT };
 	int mask = 0;
 	CHECK(rdma_init_qp_attr(listener, &qattr, &mask) == 0 && (mask & IBV_QP_STATE) && qattr.port_num == 1);
