@@ -60,12 +60,19 @@ fn connect(a: &mut UdpLink, b: &mut UdpLink, b_ip: IpAddr) {
     assert_eq!((got, a.stats().tx_same_host), (1, 0), "the first packet went by UDP");
 }
 
+/// Links on addresses 1 and 2 of `net` with their channel up, and 2's address.
+fn connected_pair(net: &TestNet) -> (UdpLink, UdpLink, IpAddr) {
+    let (mut a, mut b) = (link_on(net, 1, true), link_on(net, 2, true));
+    let b_ip = IpAddr::V4(net.ip(2));
+    connect(&mut a, &mut b, b_ip);
+    (a, b, b_ip)
+}
+
 #[test]
 fn datagrams_between_two_links_of_one_host_go_through_shared_memory() {
     let net = TestNet::new();
-    let (mut a, mut b) = (link_on(&net, 1, true), link_on(&net, 2, true));
-    let (a_ip, b_ip) = (IpAddr::V4(net.ip(1)), IpAddr::V4(net.ip(2)));
-    connect(&mut a, &mut b, b_ip);
+    let (mut a, mut b, b_ip) = connected_pair(&net);
+    let a_ip = IpAddr::V4(net.ip(1));
 
     // More than a ring holds, in batches, received between them: in order.
     let packets = burst(3000);
@@ -91,9 +98,7 @@ fn datagrams_between_two_links_of_one_host_go_through_shared_memory() {
 #[test]
 fn what_a_full_ring_has_no_room_for_goes_by_udp() {
     let net = TestNet::new();
-    let (mut a, mut b) = (link_on(&net, 1, true), link_on(&net, 2, true));
-    let b_ip = IpAddr::V4(net.ip(2));
-    connect(&mut a, &mut b, b_ip);
+    let (mut a, mut b, b_ip) = connected_pair(&net);
     let packets = burst(1100);
     for chunk in packets.chunks(32) {
         a.send(&tx(b_ip, chunk)).unwrap();
@@ -112,9 +117,7 @@ fn what_a_full_ring_has_no_room_for_goes_by_udp() {
 #[test]
 fn corruption_through_the_rings_is_dropped_as_on_a_checking_link() {
     let net = TestNet::new();
-    let (mut a, mut b) = (link_on(&net, 1, true), link_on(&net, 2, true));
-    let b_ip = IpAddr::V4(net.ip(2));
-    connect(&mut a, &mut b, b_ip);
+    let (mut a, b, b_ip) = connected_pair(&net);
     let mut b = Impair::new(
         b,
         ImpairConfig { seed: 9, rx: Faults { corrupt: 0.5, ..Faults::default() }, ..Default::default() },
@@ -138,9 +141,7 @@ fn corruption_through_the_rings_is_dropped_as_on_a_checking_link() {
 #[test]
 fn a_capture_shows_same_host_datagrams_with_their_icrc() {
     let net = TestNet::new();
-    let (mut a, mut b) = (link_on(&net, 1, true), link_on(&net, 2, true));
-    let b_ip = IpAddr::V4(net.ip(2));
-    connect(&mut a, &mut b, b_ip);
+    let (a, b, b_ip) = connected_pair(&net);
     let dir = std::env::temp_dir().join(format!("uroce-same-host-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (pa, pb): (PathBuf, PathBuf) = (dir.join("a.pcap"), dir.join("b.pcap"));
@@ -161,9 +162,7 @@ fn a_capture_shows_same_host_datagrams_with_their_icrc() {
 #[test]
 fn a_peer_that_goes_away_is_sent_to_by_udp_again() {
     let net = TestNet::new();
-    let (mut a, mut b) = (link_on(&net, 1, true), link_on(&net, 2, true));
-    let b_ip = IpAddr::V4(net.ip(2));
-    connect(&mut a, &mut b, b_ip);
+    let (mut a, b, b_ip) = connected_pair(&net);
     drop(b);
     // a notices at its next wait (or within a few dozen receives).
     let start = Instant::now();
