@@ -495,25 +495,12 @@ fn create_id_qp(
     Ok(pd)
 }
 
-/// `rdma_create_srq`: an SRQ on `pd` (NULL: the device's default PD, as for
-/// `rdma_create_qp`) that the ID's QP, made after it, takes its receives
-/// from; `id->srq` and `id->pd` name them, as librdmacm sets them.
+/// `rdma_create_srq`: an SRQ on `pd` (NULL: the ID's PD, or the device's
+/// default PD, as for `rdma_create_qp`) that the ID's QP, made after it,
+/// takes its receives from (`srq_on_id`).
 #[no_mangle]
 pub extern "C" fn rdma_create_srq(id: *mut RdmaCmId, pd: *mut IbvPd, attr: *mut IbvSrqInitAttr) -> c_int {
-    cm_call(|| {
-        let i = id_of(id)?;
-        // SAFETY: reads a field of this live ID's C struct.
-        let verbs = unsafe { (*i.as_c()).verbs };
-        if verbs.is_null() {
-            explain("rdma_create_srq", "the ID has no device yet: bind or resolve an address first");
-            return Err(libc::EINVAL);
-        }
-        let pd = if pd.is_null() { default_pd(verbs)? } else { pd };
-        let srq = super::srq::create_srq(pd, attr)?;
-        // SAFETY: the ID's C struct is live and its fields are the library's to write.
-        unsafe { ((*i.as_c()).srq, (*i.as_c()).pd) = (srq, pd) };
-        Ok(())
-    })
+    cm_call(|| srq_on_id("rdma_create_srq", id_of(id)?, pd, attr).map(|_| ()))
 }
 symver!(rdma_create_srq, "RDMACM_1.0");
 
@@ -535,30 +522,43 @@ pub extern "C" fn rdma_create_srq_ex(id: *mut RdmaCmId, attr: *mut IbvSrqInitAtt
             explain("rdma_create_srq_ex", "uroce makes BASIC SRQs only (no XRC or tag matching), as rxe");
             return Err(libc::EOPNOTSUPP);
         }
-        // SAFETY: reads fields of this live ID's C struct.
-        let (verbs, id_pd) = unsafe { ((*i.as_c()).verbs, (*i.as_c()).pd) };
-        if verbs.is_null() {
-            explain("rdma_create_srq_ex", "the ID has no device yet: bind or resolve an address first");
-            return Err(libc::EINVAL);
-        }
-        if a.comp_mask & IBV_SRQ_INIT_ATTR_PD == 0 || a.pd.is_null() {
-            a.pd = if id_pd.is_null() { default_pd(verbs)? } else { id_pd };
-            a.comp_mask |= IBV_SRQ_INIT_ATTR_PD;
-        }
-        let pd = a.pd;
+        let given = if a.comp_mask & IBV_SRQ_INIT_ATTR_PD != 0 { a.pd } else { ptr::null_mut() };
         // The BASIC prefix of the struct is a struct ibv_srq_init_attr.
-        let srq = super::srq::create_srq(pd, attr.cast::<IbvSrqInitAttr>())?;
-        // SAFETY: the ID's C struct is live and its fields are the library's to write.
-        unsafe {
-            (*i.as_c()).srq = srq;
-            if (*i.as_c()).pd.is_null() {
-                (*i.as_c()).pd = pd;
-            }
-        }
+        let pd = srq_on_id("rdma_create_srq_ex", i, given, attr.cast::<IbvSrqInitAttr>())?;
+        // SAFETY: as above; the SRQ is made, so the caller's struct is written back.
+        let a = unsafe { &mut *attr };
+        a.pd = pd;
+        a.comp_mask |= IBV_SRQ_INIT_ATTR_PD;
         Ok(())
     })
 }
 symver!(rdma_create_srq_ex, "RDMACM_1.0");
+
+/// An SRQ for ID `i` on `pd`, else the ID's PD, else the device's default
+/// one: the ID holds it (`id->srq`) and the PD if it had none, as
+/// librdmacm's. Returns the PD used.
+fn srq_on_id(verb: &str, i: &UroceCmId, pd: *mut IbvPd, attr: *mut IbvSrqInitAttr) -> Result<*mut IbvPd, c_int> {
+    // SAFETY: reads fields of this live ID's C struct.
+    let (verbs, id_pd) = unsafe { ((*i.as_c()).verbs, (*i.as_c()).pd) };
+    if verbs.is_null() {
+        explain(verb, "the ID has no device yet: bind or resolve an address first");
+        return Err(libc::EINVAL);
+    }
+    let pd = match (pd.is_null(), id_pd.is_null()) {
+        (false, _) => pd,
+        (true, false) => id_pd,
+        (true, true) => default_pd(verbs)?,
+    };
+    let srq = super::srq::create_srq(pd, attr)?;
+    // SAFETY: the ID's C struct is live and its fields are the library's to write.
+    unsafe {
+        (*i.as_c()).srq = srq;
+        if id_pd.is_null() {
+            (*i.as_c()).pd = pd;
+        }
+    }
+    Ok(pd)
+}
 
 /// `rdma_destroy_srq`: the ID's SRQ, if it has one (after its QP).
 #[no_mangle]
