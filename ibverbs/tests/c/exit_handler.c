@@ -17,7 +17,7 @@
  *    the owner (none of 24 such children hung).
  *
  * Arguments: `connected IP CHILD_IP` (two devices) or `interrupted IP`. */
-#include "check.h"
+#include "cm_check.h"
 #include <arpa/inet.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
@@ -31,26 +31,6 @@
  * at a time (four at once hung less: 3 runs in 5). */
 #define INTERRUPTED_CHILDREN 96
 #define STATUS_FROM_HANDLER 3
-
-static struct sockaddr_in addr_of(const char *ip, int port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-	CHECK(inet_pton(AF_INET, ip, &a.sin_addr) == 1);
-	return a;
-}
-
-/* The next event on ch, waited for at most ten seconds; it must be `want`. */
-static struct rdma_cm_event *expect_event(struct rdma_event_channel *ch, enum rdma_cm_event_type want)
-{
-	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
-	CHECK(poll(&p, 1, 10000) == 1);
-	struct rdma_cm_event *e;
-	CHECK(rdma_get_cm_event(ch, &e) == 0);
-	if (e->event != want)
-		fprintf(stderr, "got %s, want %s\n", rdma_event_str(e->event), rdma_event_str(want));
-	CHECK(e->event == want);
-	return e;
-}
 
 /* A child's exit status, waited for at most `seconds`; -1 (the child
  * killed) if it has not exited by then. */

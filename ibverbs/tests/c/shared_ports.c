@@ -15,7 +15,7 @@
  *
  * Arguments: the device's IP, or `unlistened IP` (the children: `child
  * IP`, the parent's ports on its standard input; `connect IP PORT`). */
-#include "check.h"
+#include "cm_check.h"
 #include <arpa/inet.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
@@ -25,13 +25,6 @@
 #include <unistd.h>
 
 #define BOUND 1000
-
-static struct sockaddr_in addr_of(const char *ip, int port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-	CHECK(inet_pton(AF_INET, ip, &a.sin_addr) == 1);
-	return a;
-}
 
 /* An ID bound to ip:port on ch (port 0: an ephemeral one); NULL with
  * errno set if the bind is refused. */
@@ -57,18 +50,6 @@ static int the_parents(int port)
 		if (parents_ports[i] == port)
 			return 1;
 	return 0;
-}
-
-/* The next event on ch, waited for at most ten seconds. */
-static enum rdma_cm_event_type next_event(struct rdma_event_channel *ch)
-{
-	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
-	CHECK(poll(&p, 1, 10000) == 1);
-	struct rdma_cm_event *e;
-	CHECK(rdma_get_cm_event(ch, &e) == 0);
-	enum rdma_cm_event_type type = e->event;
-	CHECK(rdma_ack_cm_event(e) == 0);
-	return type;
 }
 
 /* Connects from the child to ip:port; the event that answers. */
