@@ -54,12 +54,13 @@ impl Pd {
 
 /// A limit must fit the queue it watches (rxe's check).
 fn check_limit(verb: &'static str, limit: u32, max_wr: u32) -> Result<(), Error> {
-    match limit > max_wr {
-        true => {
-            Err(Error::InvalidValue { verb, what: format!("a limit of {limit} past the queue's {max_wr} receives") })
-        }
-        false => Ok(()),
+    if limit > max_wr {
+        return Err(Error::InvalidValue {
+            verb,
+            what: format!("a limit of {limit} past the queue's {max_wr} receives"),
+        });
     }
+    Ok(())
 }
 
 impl Srq {

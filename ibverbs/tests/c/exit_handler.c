@@ -32,23 +32,6 @@
 #define INTERRUPTED_CHILDREN 96
 #define STATUS_FROM_HANDLER 3
 
-/* A child's exit status, waited for at most `seconds`; -1 (the child
- * killed) if it has not exited by then. */
-static int wait_bounded(pid_t pid, int seconds)
-{
-	for (int i = 0; i < seconds * 100; i++) {
-		int status;
-		pid_t r = waitpid(pid, &status, WNOHANG);
-		CHECK(r >= 0);
-		if (r == pid)
-			return status;
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return -1;
-}
-
 /* The child of part 1: connects from `ip` to `server`, then exits with
  * its ID and QP still up. */
 static void connect_and_exit(const char *ip, const char *server, int port)
@@ -62,9 +45,7 @@ static void connect_and_exit(const char *ip, const char *server, int port)
 	rdma_ack_cm_event(expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
 	CHECK(rdma_resolve_route(id, 2000) == 0);
 	rdma_ack_cm_event(expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
-	struct ibv_qp_init_attr init = {.qp_type = IBV_QPT_RC,
-					.cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
-	CHECK(rdma_create_qp(id, NULL, &init) == 0);
+	small_rc_qp(id);
 	struct rdma_conn_param param = {.retry_count = 7, .rnr_retry_count = 7};
 	CHECK(rdma_connect(id, &param) == 0);
 	rdma_ack_cm_event(expect_event(ch, RDMA_CM_EVENT_ESTABLISHED));
@@ -88,9 +69,7 @@ static void a_peer_that_exits_connected_is_heard(const char *ip, const char *chi
 	struct rdma_cm_event *req = expect_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
 	struct rdma_cm_id *conn = req->id;
 	rdma_ack_cm_event(req);
-	struct ibv_qp_init_attr init = {.qp_type = IBV_QPT_RC,
-					.cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
-	CHECK(rdma_create_qp(conn, NULL, &init) == 0);
+	small_rc_qp(conn);
 	struct rdma_conn_param param = {.retry_count = 7, .rnr_retry_count = 7};
 	CHECK(rdma_accept(conn, &param) == 0);
 	rdma_ack_cm_event(expect_event(ch, RDMA_CM_EVENT_ESTABLISHED));

@@ -62,9 +62,7 @@ static enum rdma_cm_event_type connect_to(struct rdma_event_channel *ch, const c
 	CHECK(next_event(ch) == RDMA_CM_EVENT_ADDR_RESOLVED);
 	CHECK(rdma_resolve_route(id, 2000) == 0);
 	CHECK(next_event(ch) == RDMA_CM_EVENT_ROUTE_RESOLVED);
-	struct ibv_qp_init_attr init = {.qp_type = IBV_QPT_RC,
-					.cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
-	CHECK(rdma_create_qp(id, NULL, &init) == 0);
+	small_rc_qp(id);
 	struct rdma_conn_param param = {.retry_count = 7};
 	CHECK(rdma_connect(id, &param) == 0);
 	return next_event(ch);
@@ -114,20 +112,6 @@ static pid_t run_again(const char *self, const char *mode, const char *ip, const
 	return pid;
 }
 
-/* A child's exit status, waited for at most 30 s (-1: killed then). */
-static int exit_status(pid_t pid)
-{
-	int status;
-	for (int i = 0; i < 3000; i++) {
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return -1;
-}
-
 /* A port bound on the wildcard by a process that made no other rdma_cm
  * call: a REQ to it from another process is refused. */
 static int unlistened(const char *self, const char *ip)
@@ -138,7 +122,7 @@ static int unlistened(const char *self, const char *ip)
 	CHECK(id);
 	char port[8];
 	snprintf(port, sizeof(port), "%d", ntohs(rdma_get_src_port(id)));
-	CHECK(exit_status(run_again(self, "connect", ip, port, NULL, 0)) == 0);
+	CHECK(wait_bounded(run_again(self, "connect", ip, port, NULL, 0), 30) == 0);
 	CHECK(rdma_destroy_id(id) == 0);
 	rdma_destroy_event_channel(ch);
 	return 0;
@@ -177,7 +161,7 @@ int main(int argc, char **argv)
 	CHECK(rdma_listen(ids[BOUND], 1) == 0);
 	parents_ports[BOUND] = port;
 	pid_t pid = run_again(argv[0], "child", argv[1], NULL, parents_ports, BOUND + 1);
-	CHECK(exit_status(pid) == 0);
+	CHECK(wait_bounded(pid, 30) == 0);
 	for (int i = 0; i < BOUND + 1; i++)
 		CHECK(rdma_destroy_id(ids[i]) == 0);
 	rdma_destroy_event_channel(ch);
