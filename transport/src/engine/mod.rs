@@ -903,7 +903,8 @@ impl Engine {
         }
         // `settle`, with the QP at hand rather than looked up again.
         qp.sync(&mut self.sh);
-        self.settled(dest);
+        self.sched.activate(qp);
+        self.fail_qps_that_lost_completions();
     }
 
     /// A datagram to the multicast QPN: a copy for each QP attached to its
@@ -925,8 +926,9 @@ impl Engine {
             self.sh.counters.inc(Counter::RcvdPkts);
             responder::on_request(qp, &mut self.sh, meta, repr, payload);
             qp.sync(&mut self.sh);
-            self.settled(qpn);
+            self.sched.activate(qp);
         }
+        self.fail_qps_that_lost_completions();
     }
 
     /// The engine-wide bookkeeping after any input reached QP `qpn` (a verb,
@@ -935,13 +937,8 @@ impl Engine {
     fn settle(&mut self, qpn: u32) {
         if let Some(qp) = self.qps.get_mut(&qpn) {
             qp.sync(&mut self.sh);
+            self.sched.activate(qp);
         }
-        self.settled(qpn);
-    }
-
-    /// The rest of [`Engine::settle`] once QP `qpn` is synced.
-    fn settled(&mut self, qpn: u32) {
-        self.sched.activate(qpn);
         self.fail_qps_that_lost_completions();
     }
 
@@ -956,7 +953,7 @@ impl Engine {
             }
             // An expired RNR timer only lets the requester send again.
             if qp.timers.take_expired(Timer::RnrRetry, now) || retransmit {
-                self.sched.activate(qpn);
+                self.sched.activate(qp);
             }
             qp.sync(&mut self.sh);
             // Filed early (the index is lazy) or not: now where its timers are.
@@ -974,7 +971,7 @@ impl Engine {
                 self.sh.events.push_back(Event::QpFatal { qpn });
                 qp.enter_error(&mut self.sh);
                 qp.sync(&mut self.sh);
-                self.sched.activate(qpn);
+                self.sched.activate(qp);
             }
         }
     }

@@ -173,6 +173,8 @@ pub(crate) struct Qp {
     pub timers: TimerTable,
     /// The authenticated mode's key and sequences (`super::auth`), if set.
     pub auth: Option<super::auth::Auth>,
+    /// Which of the scheduler's queues hold this QP.
+    pub sched: super::sched::SchedMarks,
 }
 
 impl Qp {
@@ -187,6 +189,7 @@ impl Qp {
             resp: Responder::default(),
             timers: TimerTable::default(),
             auth: None,
+            sched: Default::default(),
         }
     }
 
