@@ -50,12 +50,15 @@ impl TxSchedule {
     /// send leaves the queue. Each QP once at most.
     pub fn poll(&mut self, qps: &mut QpTable, sh: &mut EngineState, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if sh.inflight < sh.inflight_budget && !self.parked.is_empty() {
-            for qpn in std::mem::take(&mut self.parked) {
+            // Drained in place, so that the vector keeps its allocation.
+            let mut parked = std::mem::take(&mut self.parked);
+            for qpn in parked.drain(..) {
                 if let Some(qp) = qps.get_mut(&qpn) {
                     qp.sched.parked = false;
                     self.activate(qp);
                 }
             }
+            self.parked = parked;
         }
         while let Some(qpn) = self.active.pop_front() {
             let Some(qp) = qps.get_mut(&qpn) else { continue };
