@@ -1,6 +1,6 @@
 //! Which QP sends next (`engine/sched.rs`): a whole message per turn, the
-//! turns round robin over the QPs with something to send, each QP's
-//! messages in order, and a destroyed QP's turn gone with it. Thousands of
+//! turns round robin over the QPs with something to send, and a destroyed
+//! QP's turn gone with it. Thousands of
 //! QPs active at once cost the scheduler no search (a queue with marks in
 //! each QP); this checks that they are all served, each message whole.
 

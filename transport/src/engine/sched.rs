@@ -65,9 +65,10 @@ impl TxSchedule {
             let tx = responder::poll_response(qp, sh, buf).or_else(|| requester::poll_request(qp, sh, now, buf));
             qp.sync(sh);
             if let Some(tx) = tx {
-                match qp.mid_message() {
-                    true => self.active.push_front(qpn),
-                    false => self.active.push_back(qpn),
+                if qp.mid_message() {
+                    self.active.push_front(qpn);
+                } else {
+                    self.active.push_back(qpn);
                 }
                 return Some(tx);
             }
