@@ -51,6 +51,15 @@ enum Cmd {
         #[arg(long, default_value_t = 0.3)]
         secs: f64,
     },
+    /// Nanoseconds for the packet link (AF_PACKET) to carry a write_lat half trip's datagrams over a veth in one
+    /// thread, as syscall-cost does for the udp link: each end is NETNS:SPEC (`packet:IFACE,ip=IP[,mac=MAC]`,
+    /// the veth's two ends in their namespaces); needs root
+    PacketLinkCost {
+        a: String,
+        b: String,
+        #[arg(long, default_value_t = 0.3)]
+        secs: f64,
+    },
     /// TCP stream receiver: accepts one connection, prints Gbit/s received
     TcpServer {
         addr: SocketAddr,
@@ -157,6 +166,17 @@ fn run(cmd: Cmd) -> Result<(), String> {
             println!("cache_line_handoff_ns {:.1}", rate::cache_line_handoff_ns(secs(s)));
             for (name, with_ack) in [("udp_link_write_ns", false), ("udp_link_write_and_ack_ns", true)] {
                 println!("{name} {:.1}", rate::udp_link_half_trip_ns(with_ack, secs(s))?);
+            }
+        }
+        Cmd::PacketLinkCost { a, b, secs: s } => {
+            let end = |x: &str| -> Result<(String, String), String> {
+                let (ns, spec) = x.split_once(':').ok_or_else(|| format!("{x}: want NETNS:packet:IFACE,ip=IP"))?;
+                Ok((ns.to_string(), spec.to_string()))
+            };
+            let (a, b) = (end(&a)?, end(&b)?);
+            for (name, with_ack) in [("packet_link_write_ns", false), ("packet_link_write_and_ack_ns", true)] {
+                let ns = rate::packet_link_half_trip_ns((&a.0, &a.1), (&b.0, &b.1), with_ack, secs(s))?;
+                println!("{name} {ns:.1}");
             }
         }
         Cmd::TcpServer { addr, wait } => println!("{:.3}", baseline::tcp_server(addr, Duration::from_secs(wait))?),

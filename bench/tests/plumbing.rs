@@ -101,3 +101,31 @@ fn the_rates_give_a_figure() {
         assert!(ns.is_finite() && ns > 0.0, "{with_ack}: {ns}");
     }
 }
+
+#[test]
+fn the_packet_link_cost_gives_a_figure_over_a_veth() {
+    use uroce_stack::link::netns::is_root;
+    use uroce_stack::testnet::Namespaces;
+    if !is_root() {
+        println!("SKIP: the_packet_link_cost_gives_a_figure_over_a_veth: needs root (network namespaces, a veth)");
+        return;
+    }
+    let ns = match Namespaces::try_new("bench-plc", 2) {
+        Ok(ns) => ns,
+        Err(e) => {
+            println!("SKIP: the_packet_link_cost_gives_a_figure_over_a_veth: no namespaces here: {e}");
+            return;
+        }
+    };
+    ns.veth(0, "ubpa", 1, "ubpb");
+    let a = (ns.name(0), "packet:ubpa,ip=10.78.0.11,mac=02:00:00:78:00:11");
+    let b = (ns.name(1), "packet:ubpb,ip=10.78.0.12,mac=02:00:00:78:00:12");
+    for with_ack in [false, true] {
+        let ns = rate::packet_link_half_trip_ns(a, b, with_ack, std::time::Duration::from_millis(20)).unwrap();
+        assert!(ns.is_finite() && ns > 0.0, "{with_ack}: {ns}");
+    }
+    // A spec without the peer's address says so.
+    let no_ip = (ns.name(1), "packet:ubpb");
+    let e = rate::packet_link_half_trip_ns(a, no_ip, false, std::time::Duration::from_millis(20)).unwrap_err();
+    assert!(e.contains("ip="), "{e}");
+}
