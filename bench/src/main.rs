@@ -26,6 +26,9 @@ enum Cmd {
         /// Messages through the cg_* functions (divide callgrind's count by this)
         #[arg(long, default_value_t = 1000)]
         iters: u64,
+        /// Bytes of payload in each WRITE (1 to 4096, one packet)
+        #[arg(long, default_value_t = packet_cost::PAYLOAD)]
+        payload: usize,
         /// List the steps (function name, what it does) and exit
         #[arg(long)]
         list: bool,
@@ -151,8 +154,8 @@ fn run(cmd: Cmd) -> Result<(), String> {
                 println!("{name}\t{what}");
             }
         }
-        Cmd::PacketCost { warmup, iters, list: false } => {
-            let x = packet_cost::run(warmup, iters)?;
+        Cmd::PacketCost { warmup, iters, payload, list: false } => {
+            let x = packet_cost::run(warmup, iters, payload)?;
             println!(
                 "{iters} measured messages after {warmup}: each one WRITE packet of {} bytes (RoCE, ICRC included) and one ACK of {}",
                 x.write_len, x.ack_len

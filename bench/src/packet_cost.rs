@@ -19,7 +19,8 @@ use uroce_transport::sim::{Endpoint, Pair, QpOptions, Sim};
 use uroce_transport::wire::ip::{emit_headers, MAX_HEADERS_LEN};
 use uroce_transport::wire::{ICRC_LEN, ROCEV2_UDP_PORT};
 
-/// Bytes of RDMA WRITE payload in the one packet of each message.
+/// Bytes of RDMA WRITE payload in the one packet of each message, unless
+/// `--payload` says otherwise (at most the path MTU, so one packet).
 pub const PAYLOAD: usize = 4096;
 /// The steps of one message, in order, as (function name, what it is).
 pub const STEPS: [(&str, &str); 5] = [
@@ -41,6 +42,8 @@ pub struct Bench {
     dst_key: u32,
     tx: Vec<u8>,
     wr_id: u64,
+    /// Bytes of payload in each WRITE.
+    payload: usize,
     /// Packets of each kind seen, and bytes of WRITE payload placed.
     pub writes: u64,
     pub acks: u64,
@@ -55,18 +58,25 @@ pub struct Exchange {
 
 impl Bench {
     pub fn new() -> Bench {
+        Bench::with_payload(PAYLOAD)
+    }
+
+    /// WRITEs of `payload` bytes (1 to 4096: one packet each).
+    pub fn with_payload(payload: usize) -> Bench {
+        assert!((1..=PAYLOAD).contains(&payload), "a payload of 1 to {PAYLOAD} bytes, one packet");
         let mut p = Pair::new(8, &QpOptions::new(QpType::Rc, Mtu::Mtu4096));
         let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
-        let pattern: Vec<u8> = (0..PAYLOAD).map(|i| (i * 7 + 3) as u8).collect();
+        let pattern: Vec<u8> = (0..payload).map(|i| (i * 7 + 3) as u8).collect();
         let src_key = p.reg_mr(0, SRC, pattern, access);
-        let dst_key = p.reg_mr(1, DST, vec![0u8; PAYLOAD], access);
-        Bench { sim: p.sim, a: p.a, src_key, dst_key, tx: vec![0u8; MAX_PACKET_LEN], wr_id: 0, writes: 0, acks: 0 }
+        let dst_key = p.reg_mr(1, DST, vec![0u8; payload], access);
+        let tx = vec![0u8; MAX_PACKET_LEN];
+        Bench { sim: p.sim, a: p.a, src_key, dst_key, tx, wr_id: 0, payload, writes: 0, acks: 0 }
     }
 
     fn wr(&mut self) -> SendWr {
         self.wr_id += 1;
         let op = WrOp::RdmaWrite { remote_addr: DST, rkey: self.dst_key };
-        SendWr::new(self.wr_id, op, Sge { addr: SRC, length: PAYLOAD as u32, lkey: self.src_key })
+        SendWr::new(self.wr_id, op, Sge { addr: SRC, length: self.payload as u32, lkey: self.src_key })
     }
 
     fn now(&self) -> Instant {
@@ -91,8 +101,8 @@ impl Bench {
         posted.map_err(|e| format!("post_send: {e:?}"))?;
         let w = if measured { cg_send_write(ea, now, tx) } else { send(ea, now, tx) };
         let w = w.ok_or("the requester sent no packet")?;
-        if w.len != 12 + 16 + PAYLOAD + ICRC_LEN {
-            return Err(format!("a WRITE packet of {} bytes, not one WRITE_ONLY of {PAYLOAD}", w.len));
+        if w.len != write_len(self.payload) {
+            return Err(format!("a WRITE packet of {} bytes, not one WRITE_ONLY of {}", w.len, self.payload));
         }
         let ok = if measured { cg_recv_write(eb, now, to_b, &tx[..w.len]) } else { recv(eb, now, to_b, &tx[..w.len]) };
         if !ok {
@@ -119,7 +129,7 @@ impl Bench {
 
     /// Whether the responder's memory holds the requester's pattern.
     pub fn placed(&self) -> bool {
-        let mut got = vec![0u8; PAYLOAD];
+        let mut got = vec![0u8; self.payload];
         match self.sim.engines[1].mr(self.dst_key) {
             Some(mr) => mr.read(0, &mut got),
             None => return false,
@@ -132,6 +142,12 @@ impl Default for Bench {
     fn default() -> Self {
         Bench::new()
     }
+}
+
+/// The RoCE length of a WRITE_ONLY of `payload` bytes: BTH, RETH, the
+/// payload padded to 4 bytes, ICRC.
+pub fn write_len(payload: usize) -> usize {
+    12 + 16 + payload.next_multiple_of(4) + ICRC_LEN
 }
 
 /// The udp link's two ends, whose IPv4 and UDP headers the ICRC covers.
@@ -219,9 +235,13 @@ pub fn cg_recv_ack(
     black_box(recv_ack(e, now, meta, pkt, cq))
 }
 
-/// Warm-up, then `measured` messages through the `cg_*` steps.
-pub fn run(warmup: u64, measured: u64) -> Result<Exchange, String> {
-    let mut b = Bench::new();
+/// Warm-up, then `measured` messages of `payload` bytes through the `cg_*`
+/// steps.
+pub fn run(warmup: u64, measured: u64, payload: usize) -> Result<Exchange, String> {
+    if !(1..=PAYLOAD).contains(&payload) {
+        return Err(format!("--payload {payload}: give 1 to {PAYLOAD} bytes (one packet at path MTU 4096)"));
+    }
+    let mut b = Bench::with_payload(payload);
     let mut last = None;
     for _ in 0..warmup {
         last = Some(b.exchange(false)?);

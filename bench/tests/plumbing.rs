@@ -66,9 +66,18 @@ fn bad_lines_are_named() {
 
 #[test]
 fn the_callgrind_target_moves_one_write_and_one_ack_per_message() {
-    let x = packet_cost::run(5, 5).unwrap();
+    let x = packet_cost::run(5, 5, packet_cost::PAYLOAD).unwrap();
     assert_eq!(x.write_len, 12 + 16 + packet_cost::PAYLOAD + 4, "one WRITE_ONLY with its RETH and ICRC");
     assert_eq!(x.ack_len, 12 + 4 + 4, "BTH, AETH, ICRC");
+    // A 2-byte WRITE (write_lat's) is padded to 4.
+    assert_eq!(packet_cost::run(5, 5, 2).unwrap().write_len, 12 + 16 + 4 + 4);
+    let mut small = packet_cost::Bench::with_payload(2);
+    small.exchange(true).unwrap();
+    assert!(small.placed());
+    for bad in [0, packet_cost::PAYLOAD + 1] {
+        let e = packet_cost::run(1, 1, bad).unwrap_err();
+        assert!(e.contains("--payload"), "{e}");
+    }
     let mut b = packet_cost::Bench::new();
     for _ in 0..3 {
         b.exchange(true).unwrap();
