@@ -58,19 +58,21 @@ pub struct Exchange {
 
 impl Bench {
     pub fn new() -> Bench {
-        Bench::with_payload(PAYLOAD)
+        Bench::with_payload(PAYLOAD).expect("PAYLOAD is one packet")
     }
 
-    /// WRITEs of `payload` bytes (1 to 4096: one packet each).
-    pub fn with_payload(payload: usize) -> Bench {
-        assert!((1..=PAYLOAD).contains(&payload), "a payload of 1 to {PAYLOAD} bytes, one packet");
+    /// WRITEs of `payload` bytes; an error unless 1 to 4096 (one packet each).
+    pub fn with_payload(payload: usize) -> Result<Bench, String> {
+        if !(1..=PAYLOAD).contains(&payload) {
+            return Err(format!("--payload {payload}: give 1 to {PAYLOAD} bytes (one packet at path MTU 4096)"));
+        }
         let mut p = Pair::new(8, &QpOptions::new(QpType::Rc, Mtu::Mtu4096));
         let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
         let pattern: Vec<u8> = (0..payload).map(|i| (i * 7 + 3) as u8).collect();
         let src_key = p.reg_mr(0, SRC, pattern, access);
         let dst_key = p.reg_mr(1, DST, vec![0u8; payload], access);
         let tx = vec![0u8; MAX_PACKET_LEN];
-        Bench { sim: p.sim, a: p.a, src_key, dst_key, tx, wr_id: 0, payload, writes: 0, acks: 0 }
+        Ok(Bench { sim: p.sim, a: p.a, src_key, dst_key, tx, wr_id: 0, payload, writes: 0, acks: 0 })
     }
 
     fn wr(&mut self) -> SendWr {
@@ -238,10 +240,7 @@ pub fn cg_recv_ack(
 /// Warm-up, then `measured` messages of `payload` bytes through the `cg_*`
 /// steps.
 pub fn run(warmup: u64, measured: u64, payload: usize) -> Result<Exchange, String> {
-    if !(1..=PAYLOAD).contains(&payload) {
-        return Err(format!("--payload {payload}: give 1 to {PAYLOAD} bytes (one packet at path MTU 4096)"));
-    }
-    let mut b = Bench::with_payload(payload);
+    let mut b = Bench::with_payload(payload)?;
     let mut last = None;
     for _ in 0..warmup {
         last = Some(b.exchange(false)?);

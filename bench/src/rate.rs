@@ -5,6 +5,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use uroce_stack::link::{Link, RxBatch, TxDatagram};
 use uroce_transport::icrc;
 
 /// An IPv4 RoCEv2 packet: 20 IP + 8 UDP + 12 BTH + `payload` + 4 ICRC.
@@ -203,13 +204,12 @@ pub fn packet_link_half_trip_ns(
 /// too while `b` waits, so that neighbour resolution (ARP on a packet
 /// link) can finish; the measured half trips poll `b` alone.
 fn link_half_trip_ns(
-    a: &mut dyn uroce_stack::link::Link,
-    b: &mut dyn uroce_stack::link::Link,
+    a: &mut dyn Link,
+    b: &mut dyn Link,
     peer: std::net::IpAddr,
     with_ack: bool,
     time: Duration,
 ) -> Result<f64, String> {
-    use uroce_stack::link::{RxBatch, TxDatagram};
     use uroce_transport::wire::bth::OPCODE_BYTE;
     use uroce_transport::wire::opcode::Opcode;
 
@@ -222,7 +222,7 @@ fn link_half_trip_ns(
         [TxDatagram { peer, src_port: 0xc000, roce: &write }, TxDatagram { peer, src_port: 0xc000, roce: &ack }];
     let grams = if with_ack { &grams[..] } else { &grams[..1] };
     let mut batch = RxBatch::new();
-    let mut half_trip = |a: &mut dyn uroce_stack::link::Link, b: &mut dyn uroce_stack::link::Link, warm: bool| {
+    let mut half_trip = |a: &mut dyn Link, b: &mut dyn Link, warm: bool| {
         a.send(grams).map_err(|e| format!("send: {e}"))?;
         let mut got = 0;
         for _ in 0..1_000_000 {

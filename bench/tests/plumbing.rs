@@ -71,7 +71,7 @@ fn the_callgrind_target_moves_one_write_and_one_ack_per_message() {
     assert_eq!(x.ack_len, 12 + 4 + 4, "BTH, AETH, ICRC");
     // A 2-byte WRITE (write_lat's) is padded to 4.
     assert_eq!(packet_cost::run(5, 5, 2).unwrap().write_len, 12 + 16 + 4 + 4);
-    let mut small = packet_cost::Bench::with_payload(2);
+    let mut small = packet_cost::Bench::with_payload(2).unwrap();
     small.exchange(true).unwrap();
     assert!(small.placed());
     for bad in [0, packet_cost::PAYLOAD + 1] {

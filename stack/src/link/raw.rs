@@ -300,8 +300,9 @@ impl<I: FrameIo> RawLink<I> {
         self.run_timers(now);
         let mut sent = 0;
         for chunk in batch.chunks(MAX_BATCH) {
-            let mut lens = [0usize; MAX_BATCH];
-            let mut n = 0;
+            // The frames' lengths, in the order of their slots: only those
+            // written, not a zeroed array of MAX_BATCH per send.
+            let mut lens = SmallVec::<[usize; MAX_BATCH]>::new();
             for d in chunk {
                 let peer = wire_addr(d.peer);
                 let Some(mut repr) = self.repr_for(d, peer) else {
@@ -320,10 +321,9 @@ impl<I: FrameIo> RawLink<I> {
                             self.push_probe(peer);
                         }
                         repr.eth = Some(EthFields { dst: mac, src: self.mac });
-                        let slot = &mut self.tx_buf[n * self.slot..n * self.slot + len];
-                        if Self::write_frame(&repr, d.roce, slot) {
-                            lens[n] = len;
-                            n += 1;
+                        let at = lens.len() * self.slot;
+                        if Self::write_frame(&repr, d.roce, &mut self.tx_buf[at..at + len]) {
+                            lens.push(len);
                         } else {
                             self.stats.tx_dropped += 1;
                         }
@@ -346,10 +346,10 @@ impl<I: FrameIo> RawLink<I> {
             self.flush_ctl()?;
             let tx_buf = std::mem::take(&mut self.tx_buf);
             let mut frames = SmallVec::<[&[u8]; MAX_BATCH]>::new();
-            for (i, len) in lens[..n].iter().enumerate() {
+            for (i, len) in lens.iter().enumerate() {
                 frames.push(&tx_buf[i * self.slot..i * self.slot + len]);
             }
-            let r = self.transmit(&frames, &[true; MAX_BATCH][..n]);
+            let r = self.transmit(&frames, &[true; MAX_BATCH][..lens.len()]);
             drop(frames);
             self.tx_buf = tx_buf;
             sent += r?;
